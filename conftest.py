@@ -1,0 +1,99 @@
+"""pytest wiring for ssdcheck: implementations under test, Hypothesis profiles, GPU skips, repro.
+
+    pytest --impl torch-ref                     # a registered name (repeatable)
+    pytest --impl mypkg.ssd:forward             # any revision, by import path
+    pytest --hypothesis-profile=gpu             # cpu | dev | gpu | fuzz (or HYPOTHESIS_PROFILE=...)
+    pytest ... --ssd-problem "SSDProblem(...)"  # re-run exactly one drawn problem
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+            HealthCheck.function_scoped_fixture]
+# deadline=None everywhere: the first call of a kernel configuration compiles it.
+settings.register_profile("cpu", max_examples=12, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_SLOW_OK, print_blob=True)
+settings.register_profile("dev", max_examples=20, deadline=None, suppress_health_check=_SLOW_OK,
+                          print_blob=True)
+settings.register_profile("gpu", max_examples=200, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_SLOW_OK, print_blob=True)
+settings.register_profile("fuzz", max_examples=100_000, deadline=None, suppress_health_check=_SLOW_OK,
+                          print_blob=True, phases=tuple(Phase))
+# A mutant run only needs the first failure: small, derandomized, no shrinking.
+settings.register_profile("mutant", max_examples=12, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_SLOW_OK, phases=(Phase.explicit, Phase.generate),
+                          print_blob=False)
+PROFILES = ("cpu", "dev", "gpu", "fuzz", "mutant")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("ssdcheck")
+    group.addoption("--impl", action="append", default=None,
+                    help="implementation under test: a registered name or package.module:function (repeatable)")
+    group.addoption("--ssd-problem", default=None,
+                    help="re-run exactly this problem: the SSDProblem(...) text a failure printed")
+
+
+def _profile_name(config) -> str:
+    # Hypothesis loads its built-in `ci` profile when CI is set; ours are chosen explicitly.
+    chosen = config.getoption("hypothesis_profile", None) or os.environ.get("HYPOTHESIS_PROFILE")
+    return chosen if chosen in PROFILES else ("gpu" if torch.cuda.is_available() else "dev")
+
+
+def pytest_configure(config):
+    for marker in ("gpu: needs a CUDA GPU; skipped with a reason where none is present",
+                   "slow: takes minutes; deselect with -m 'not slow'",
+                   "compile: compiles cuTile kernels through tileiras (no GPU needed)",
+                   "mutation: runs the suite against mutated kernels"):
+        config.addinivalue_line("markers", marker)
+    settings.load_profile(_profile_name(config))
+    problem = config.getoption("ssd_problem")
+    if problem:
+        from properties.problem import parse_problem
+        from tests import strategies
+        strategies.PINNED = parse_problem(problem)
+
+
+def impl_names(config) -> list[str]:
+    names = config.getoption("impl")
+    if names:
+        return names
+    return ["torch-ref"] + (["cutile"] if torch.cuda.is_available() else [])
+
+
+def pytest_generate_tests(metafunc):
+    if "impl" in metafunc.fixturenames:
+        names = impl_names(metafunc.config)
+        metafunc.parametrize("impl", names, ids=names, indirect=True)
+
+
+@pytest.fixture
+def impl(request):
+    """The KernelInfo of the implementation under test; skips with a reason when it needs a GPU."""
+    from kernels.registry import lookup
+    info = lookup(request.param)
+    if info.device == "cuda" and not torch.cuda.is_available():
+        pytest.skip(f"{info.name} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False)")
+    return info
+
+
+@pytest.fixture
+def ieee_reference_math():
+    """Oracles run in IEEE float64; keep TF32 off so a GPU oracle is not silently rounded."""
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec and callspec.params.get("impl") not in (None, "torch-ref"):
+            item.add_marker(pytest.mark.gpu)

@@ -1,0 +1,389 @@
+"""The invariants of the SSD forward, each `prop_<name>(info, problem) -> PropertyResult`.
+
+`info` is anything with the KernelInfo fields (name, fn, chunk_sizes, options, stages, device,
+state_dtype, matmul, bitwise_batch_invariant, deterministic); properties never import kernels/.
+`prop_matches_oracle` and `prop_stages_match_oracle` compare with the float64 oracles; every other
+property compares the implementation with itself or with a closed form, never with the oracles, so
+an oracle bug cannot hide an implementation bug there.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from oracles import (chunk_cumsum_f64, chunk_scan_f64, chunk_state_f64, ssd_chunked_f64, ssd_yardstick,
+                     state_passing_f64)
+from properties.problem import SSDProblem
+from properties.report import PropertyResult
+from properties.tolerance import Comparison, compare, load_policy
+
+OUTPUT_NAMES = ("y", "final_states", "varlen_states")
+
+
+# ---------------------------------------------------------------- running an implementation
+
+def device_for(info) -> str:
+    if info.device == "cuda" or (info.device == "any" and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def _poison_allocator(device: str, nbytes: int) -> None:
+    """Fill the CUDA caching allocator's free blocks with NaN, so an output element a kernel never
+    writes shows up as NaN instead of a stale (and possibly correct) value from an earlier call."""
+    if device != "cuda" or nbytes <= 0:
+        return
+    blocks = [torch.full((nbytes // 4 + 1,), math.nan, device=device) for _ in range(3)]
+    del blocks
+
+
+def as_outputs(out, kwargs: dict) -> dict:
+    """Name the outputs of a call by mamba_ssm's return convention."""
+    names = ["y"]
+    if kwargs.get("return_final_states"):
+        names.append("final_states")
+    if kwargs.get("return_varlen_states"):
+        names.append("varlen_states")
+    got = (out,) if len(names) == 1 else tuple(out)
+    if len(got) != len(names) or not all(isinstance(t, torch.Tensor) for t in got):
+        raise AssertionError(f"expected outputs {names} (mamba_ssm's return convention), got "
+                             f"{[type(t).__name__ for t in got]}")
+    return dict(zip(names, got))
+
+
+def run(info, kwargs: dict) -> dict:
+    x = kwargs["x"]
+    _poison_allocator(x.device.type, 2 * x.numel() * x.element_size())
+    return as_outputs(info.fn(**kwargs), kwargs)
+
+
+def run_ref(fn, kwargs: dict) -> dict:
+    return as_outputs(fn(**kwargs), kwargs)
+
+
+def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str | None = None) -> PropertyResult:
+    return PropertyResult(prop, info.name, problem, list(comparisons), skipped)
+
+
+def _self_compare(out: dict, ref: dict, dtype: str, bitwise: bool = False, names=OUTPUT_NAMES) -> list:
+    return [compare(n, out[n], ref[n], dtype=dtype, bitwise=bitwise) for n in names if n in ref and n in out]
+
+
+def _rand_like(t: torch.Tensor, seed: int, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(t.shape, generator=g, dtype=torch.float64)).to(t.dtype).to(t.device)
+
+
+# ---------------------------------------------------------------- agreement with the oracles
+
+def prop_matches_oracle(info, problem: SSDProblem) -> PropertyResult:
+    """y, final and varlen states against the float64 chunked oracle, within policy and budget."""
+    kw = problem.inputs(device_for(info))
+    got = run(info, kw)
+    ref = run_ref(ssd_chunked_f64, kw)
+    yard = run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kw)
+    comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n]) for n in ref]
+    if got["y"].dtype != kw["x"].dtype:
+        comps.append(Comparison("y.dtype", False, math.inf, (), math.inf, 0, 0, load_policy().tol(problem.dtype, "y"),
+                                why=[f"y has dtype {got['y'].dtype}, expected x's {kw['x'].dtype}"]))
+    return _result("prop_matches_oracle", info, problem, comps)
+
+
+def _valid(t: torch.Tensor, seqlen: int) -> torch.Tensor:
+    """(b, h, c, L) chunked per-token values -> (b, h, seqlen): drop the padding of the last chunk."""
+    return t.reshape(*t.shape[:2], -1)[..., :seqlen]
+
+
+def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
+    """Each exposed stage, fed the float64 oracle's upstream results, against its stage oracle."""
+    stages = info.stages or {}
+    if not stages:
+        return _result("prop_stages_match_oracle", info, problem, skipped="no stages exposed")
+    kw = problem.inputs(device_for(info))
+    d, f64 = problem.dtype, torch.float64
+    dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
+    cs64, dt64 = chunk_cumsum_f64(kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
+    cs32, dt32 = cs64.float(), dt64.float()
+    seq = kw.get("seq_idx")
+    st64 = chunk_state_f64(kw["B"], kw["x"], dt64, cs64, seq_idx=seq)
+    sin64, fin64 = state_passing_f64(st64, cs64, initial_states=kw.get("initial_states"), seq_idx=seq)
+    comps = []
+    if "chunk_cumsum" in stages:
+        cs, dto = stages["chunk_cumsum"](kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
+        comps += [compare("dA_cumsum", _valid(cs, problem.seqlen), _valid(cs64, problem.seqlen), dtype=d),
+                  compare("dt_out", _valid(dto, problem.seqlen), _valid(dt64, problem.seqlen), dtype=d)]
+    if "chunk_state" in stages:
+        st = stages["chunk_state"](kw["B"], kw["x"], dt32, cs32, seq_idx=seq)
+        comps.append(compare("chunk_states", st, st64, dtype=d))
+    if "state_passing" in stages:
+        sin, fin = stages["state_passing"](st64.float(), cs32, initial_states=kw.get("initial_states"), seq_idx=seq)
+        comps += [compare("states_in", sin, sin64, dtype=d), compare("final_states", fin, fin64, dtype=d)]
+    if "chunk_state_and_passing" in stages:
+        sin, fin = stages["chunk_state_and_passing"](kw["B"], kw["x"], dt32, cs32,
+                                                     initial_states=kw.get("initial_states"), seq_idx=seq)
+        comps += [compare("states_in", sin, sin64, dtype=d), compare("final_states", fin, fin64, dtype=d)]
+    if "chunk_scan" in stages:
+        y = stages["chunk_scan"](kw["B"], kw["C"], kw["x"], dt32, cs32, sin64.float(), D=kw.get("D"),
+                                 z=kw.get("z"), seq_idx=seq)
+        y64 = chunk_scan_f64(kw["B"], kw["C"], kw["x"], dt64, cs64, sin64, D=kw.get("D"), z=kw.get("z"), seq_idx=seq)
+        comps.append(compare("y", y, y64, dtype=d))
+    return _result("prop_stages_match_oracle", info, problem, comps)
+
+
+# ---------------------------------------------------------------- closed forms
+
+def _processed_dt_f64(kw: dict) -> torch.Tensor:
+    dt = kw["dt"].double()
+    if kw.get("dt_bias") is not None:
+        dt = dt + kw["dt_bias"].double()
+    if kw.get("dt_softplus"):
+        dt = torch.where(dt <= 20.0, F.softplus(dt), dt)
+    lo, hi = kw.get("dt_limit", (0.0, math.inf))
+    if (lo, hi) != (0.0, math.inf):
+        dt = dt.clamp(lo, hi)
+    return dt
+
+
+def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResult:
+    """With A = 0 the SSD is causal linear attention: y_t = sum_{s<=t, same sequence} (C_t.B_s) dt_s x_s
+    (+ C_t h0 for sequence 0) + D x_t, gated by silu(z); the final state is the plain sum."""
+    problem = problem.replace(decay=0.0, varlen=False)
+    kw = problem.inputs(device_for(info))
+    got = run(info, kw)
+    b, l, h, p = kw["x"].shape
+    rep = h // kw["B"].shape[2]
+    x, B, C = (kw[k].double().cpu() for k in ("x", "B", "C"))
+    Bh, Ch = B.repeat_interleave(rep, 2), C.repeat_interleave(rep, 2)
+    dt = _processed_dt_f64(kw).cpu()
+    seq = kw["seq_idx"].cpu() if "seq_idx" in kw else torch.zeros(b, l, dtype=torch.int32)
+    same = seq[:, :, None] == seq[:, None, :]                              # (b, t, s)
+    mask = same & torch.ones(l, l, dtype=torch.bool).tril()
+    scores = torch.einsum("bthn,bshn->bhts", Ch, Bh) * mask[:, None]
+    y = torch.einsum("bhts,bsh,bshp->bthp", scores, dt, x)
+    last_seq = seq[:, -1]
+    final = torch.einsum("bsh,bshp,bshn->bhpn", dt * (seq == last_seq[:, None])[..., None], x, Bh)
+    if "initial_states" in kw:
+        h0 = kw["initial_states"].double().cpu()
+        first = (seq == 0).double()                                        # initial states feed sequence 0
+        y = y + torch.einsum("bthn,bhpn->bthp", Ch, h0) * first[..., None, None]
+        final = final + h0 * (last_seq == 0).double()[:, None, None, None]
+    if "D" in kw:
+        y = y + x * kw["D"].double().cpu().view(1, 1, h, -1)
+    if "z" in kw:
+        y = y * F.silu(kw["z"].double().cpu())
+    ref = {"y": y, "final_states": final}
+    return _result("prop_no_decay_is_linear_attention", info, problem, _self_compare(got, ref, problem.dtype))
+
+
+# ---------------------------------------------------------------- the implementation against itself
+
+def _slice_time(kw: dict, start: int, stop: int) -> dict:
+    """Keyword arguments restricted to tokens [start, stop), seq_idx rebased to 0."""
+    out = dict(kw)
+    for k in ("x", "dt", "B", "C", "z"):
+        if k in kw:
+            out[k] = kw[k][:, start:stop].contiguous()
+    if "seq_idx" in kw:
+        s = kw["seq_idx"][:, start:stop]
+        out["seq_idx"] = (s - s[:, :1]).contiguous()
+    out.pop("cu_seqlens", None)
+    out["return_varlen_states"] = False
+    return out
+
+
+def prop_chunk_size_invariance(info, problem: SSDProblem) -> PropertyResult:
+    """Another supported chunk size gives the same y and final states."""
+    others = [c for c in info.chunk_sizes if c != problem.chunk_size
+              and not (info.seqlen_multiple_of_chunk and problem.seqlen % c)]
+    if not others:
+        return _result("prop_chunk_size_invariance", info, problem, skipped="no other usable chunk size")
+    kw = problem.inputs(device_for(info))
+    base = run(info, kw)
+    other = run(info, {**kw, "chunk_size": others[problem.seed % len(others)]})
+    return _result("prop_chunk_size_invariance", info, problem, _self_compare(other, base, problem.dtype))
+
+
+def split_point(problem: SSDProblem, multiple: int = 1) -> int | None:
+    """Where the split property cuts: a chunk edge for even seeds, anywhere for odd ones."""
+    cs = problem.chunk_size
+    if problem.seed % 2 == 0 and problem.seqlen > cs:
+        t1 = cs * (1 + (problem.seed // 2) % ((problem.seqlen - 1) // cs))
+    else:
+        t1 = 1 + problem.seed % max(problem.seqlen - 1, 1)
+    t1 -= t1 % multiple
+    return t1 if 0 < t1 < problem.seqlen else None
+
+
+def prop_split_invariance(info, problem: SSDProblem) -> PropertyResult:
+    """Running [0:t1], then [t1:T] from its final state, equals the whole run."""
+    problem = problem.replace(seq_starts=(), varlen=False, final_states=True)
+    t1 = split_point(problem, problem.chunk_size if info.seqlen_multiple_of_chunk else 1)
+    if t1 is None:
+        return _result("prop_split_invariance", info, problem, skipped="sequence too short to split")
+    kw = problem.inputs(device_for(info))
+    whole = run(info, kw)
+    first = run(info, _slice_time(kw, 0, t1))
+    second = run(info, {**_slice_time(kw, t1, problem.seqlen), "initial_states": first["final_states"]})
+    joined = {"y": torch.cat([first["y"], second["y"]], dim=1), "final_states": second["final_states"]}
+    return _result("prop_split_invariance", info, problem, _self_compare(joined, whole, problem.dtype))
+
+
+def prop_causality(info, problem: SSDProblem) -> PropertyResult:
+    """Changing every input after token t (x, dt, B, C, z, much larger) leaves y[:t+1] unchanged."""
+    if problem.seqlen < 2:
+        return _result("prop_causality", info, problem, skipped="seqlen 1 has no future")
+    problem = problem.replace(varlen=False)
+    t = problem.seed % (problem.seqlen - 1)
+    kw = problem.inputs(device_for(info))
+    base = run(info, kw)
+    poisoned = dict(kw)
+    for i, k in enumerate(("x", "B", "C", "z", "dt")):
+        if k in kw:
+            noise = _rand_like(kw[k], problem.seed + 17 + i, scale=8.0)
+            if k == "dt":
+                noise = noise.abs()
+            v = kw[k].clone()
+            v[:, t + 1:] = noise[:, t + 1:]
+            poisoned[k] = v
+    after = run(info, poisoned)
+    comps = [compare("y", after["y"][:, :t + 1], base["y"][:, :t + 1], dtype=problem.dtype)]
+    return _result("prop_causality", info, problem, comps)
+
+
+def prop_batch_invariance(info, problem: SSDProblem) -> PropertyResult:
+    """One sample alone equals the same sample inside a batch (bitwise where declared)."""
+    problem = problem.replace(batch=max(problem.batch, 2), varlen=False)
+    kw = problem.inputs(device_for(info))
+    i = problem.seed % problem.batch
+    whole = run(info, kw)
+    alone_kw = {k: (v[i:i + 1].contiguous() if isinstance(v, torch.Tensor) and k in
+                    ("x", "dt", "B", "C", "z", "initial_states", "seq_idx") else v) for k, v in kw.items()}
+    alone = run(info, alone_kw)
+    inside = {n: t[i:i + 1] for n, t in whole.items()}
+    comps = _self_compare(alone, inside, problem.dtype, bitwise=info.bitwise_batch_invariant)
+    return _result("prop_batch_invariance", info, problem, comps)
+
+
+def prop_group_broadcast(info, problem: SSDProblem) -> PropertyResult:
+    """ngroups < nheads equals B and C repeated to one group per head."""
+    if problem.nheads == 1 or "ngroups" not in info.options:
+        return _result("prop_group_broadcast", info, problem, skipped="needs nheads > 1 and ngroups support")
+    if problem.ngroups == problem.nheads:
+        problem = problem.replace(ngroups=1)
+    kw = problem.inputs(device_for(info))
+    rep = problem.nheads // problem.ngroups
+    grouped = run(info, kw)
+    per_head = run(info, {**kw, "B": kw["B"].repeat_interleave(rep, 2).contiguous(),
+                          "C": kw["C"].repeat_interleave(rep, 2).contiguous()})
+    return _result("prop_group_broadcast", info, problem, _self_compare(per_head, grouped, problem.dtype))
+
+
+def prop_seq_idx_packing(info, problem: SSDProblem) -> PropertyResult:
+    """Sequences packed along seqlen with seq_idx equal separate runs (initial_states go to sequence 0)."""
+    if "seq_idx" not in info.options or info.seqlen_multiple_of_chunk:
+        return _result("prop_seq_idx_packing", info, problem, skipped="no seq_idx support")
+    if problem.seqlen < 2:
+        return _result("prop_seq_idx_packing", info, problem, skipped="seqlen 1 cannot be packed")
+    starts = problem.seq_starts or (1 + problem.seed % (problem.seqlen - 1),)
+    varlen = "varlen_states" in info.options
+    problem = problem.replace(batch=1, seq_starts=starts, varlen=varlen)
+    kw = problem.inputs(device_for(info))
+    packed = run(info, {**kw, "return_final_states": True})
+    bounds = [0, *starts, problem.seqlen]
+    comps = []
+    for j, (a, e) in enumerate(zip(bounds[:-1], bounds[1:])):
+        seg_kw = {**_slice_time(kw, a, e), "return_final_states": True}
+        seg_kw.pop("seq_idx", None)
+        if j > 0:
+            seg_kw.pop("initial_states", None)
+        seg = run(info, seg_kw)
+        comps.append(compare("y", packed["y"][:, a:e], seg["y"], dtype=problem.dtype))
+        # mamba_ssm quirk, kept by the oracles: varlen state 0 omits initial_states when sequence 0
+        # ends inside the first chunk, so that one comparison is not an invariant.
+        quirk = j == 0 and "initial_states" in kw and e <= problem.chunk_size
+        if varlen and not quirk:
+            comps.append(compare("varlen_states", packed["varlen_states"][j:j + 1], seg["final_states"],
+                                 dtype=problem.dtype))
+        if j == len(bounds) - 2:
+            comps.append(compare("final_states", packed["final_states"], seg["final_states"], dtype=problem.dtype))
+    return _result("prop_seq_idx_packing", info, problem, comps)
+
+
+def prop_partial_last_chunk(info, problem: SSDProblem) -> PropertyResult:
+    """A partial last chunk behaves as if the sequence ended there: y and final states equal those of
+    a longer run whose extra tokens have processed dt = 0, truncated."""
+    if info.seqlen_multiple_of_chunk:
+        return _result("prop_partial_last_chunk", info, problem, skipped="needs seqlen % chunk_size != 0")
+    limit = problem.dt_limit if problem.dt_limit is None or problem.dt_limit[0] == 0 else None
+    problem = problem.replace(varlen=False, final_states=True, dt_limit=limit, dt_dtype="float32")
+    cs, T = problem.chunk_size, problem.seqlen
+    extra = (-T) % cs or 1 + problem.seed % cs
+    longer = problem.replace(seqlen=T + extra, seq_starts=problem.seq_starts)
+    kw_long = longer.inputs(device_for(info))
+    # Extra tokens get processed dt == 0: softplus of a very negative number, or -bias without softplus.
+    dt = kw_long["dt"].clone()
+    bias = kw_long.get("dt_bias")
+    pad = torch.full_like(dt[:, T:], -1.0e4) if problem.dt_softplus else (
+        (-bias).expand_as(dt[:, T:]) if bias is not None else torch.zeros_like(dt[:, T:]))
+    dt[:, T:] = pad
+    kw_long["dt"] = dt
+    long_out = run(info, kw_long)
+    short_out = run(info, _slice_time(kw_long, 0, T))
+    truncated = {"y": long_out["y"][:, :T], "final_states": long_out["final_states"]}
+    return _result("prop_partial_last_chunk", info, problem, _self_compare(short_out, truncated, problem.dtype))
+
+
+def prop_determinism(info, problem: SSDProblem) -> PropertyResult:
+    """Two calls on the same inputs give bitwise equal outputs (where the implementation declares it)."""
+    if not info.deterministic:
+        return _result("prop_determinism", info, problem, skipped="declared nondeterministic")
+    kw = problem.inputs(device_for(info))
+    first, second = run(info, kw), run(info, kw)
+    return _result("prop_determinism", info, problem, _self_compare(second, first, problem.dtype, bitwise=True))
+
+
+def prop_linearity(info, problem: SSDProblem) -> PropertyResult:
+    """y and the final state are linear in (x, initial_states) jointly: f(a u + b v) = a f(u) + b f(v)."""
+    problem = problem.replace(varlen=False)
+    kw1 = problem.inputs(device_for(info))
+    kw2 = problem.replace(seed=problem.seed + 1).inputs(device_for(info))
+    a, b = 2.0, -0.75
+    mixed = dict(kw1)
+    mixed["x"] = (a * kw1["x"].double() + b * kw2["x"].double()).to(kw1["x"].dtype)
+    other = {**kw1, "x": kw2["x"]}
+    if "initial_states" in kw1:
+        mixed["initial_states"] = a * kw1["initial_states"] + b * kw2["initial_states"]
+        other["initial_states"] = kw2["initial_states"]
+    f_mix, f1, f2 = run(info, mixed), run(info, kw1), run(info, other)
+    ref = {n: a * f1[n].double() + b * f2[n].double() for n in f1}
+    return _result("prop_linearity", info, problem, _self_compare(f_mix, ref, problem.dtype))
+
+
+def prop_finite_under_extreme_decay(info, problem: SSDProblem) -> PropertyResult:
+    """Finite inputs give finite outputs when A*dt reaches -1e4 and dt reaches 1e2."""
+    problem = problem.replace(varlen=False)
+    kw = problem.inputs(device_for(info))
+    g = torch.Generator().manual_seed(problem.seed)
+    h = problem.nheads
+    kw["A"] = (-(10.0 ** (2.0 * torch.rand(h, generator=g)))).to(kw["A"].device)       # -1 .. -1e2
+    target = 10.0 ** (-3.0 + 5.0 * torch.rand(kw["dt"].shape, generator=g))             # dt 1e-3 .. 1e2
+    raw = target.double() - (kw["dt_bias"].double().cpu() if "dt_bias" in kw else 0.0)
+    kw["dt"] = raw.to(kw["dt"].dtype).to(kw["dt"].device)                               # softplus(x) ~ x above 20
+    kw.pop("dt_limit", None)
+    got = run(info, kw)
+    comps = []
+    for n, t in got.items():
+        bad = int((~torch.isfinite(t)).sum())
+        comps.append(Comparison(n, bad == 0, 0.0, (), 0.0, bad, t.numel(), load_policy().tol(problem.dtype, n),
+                                nonfinite=bad, why=[f"{bad} non-finite elements"] if bad else []))
+    return _result("prop_finite_under_extreme_decay", info, problem, comps)
+
+
+PROPERTIES = {f.__name__: f for f in (
+    prop_matches_oracle, prop_stages_match_oracle, prop_no_decay_is_linear_attention,
+    prop_chunk_size_invariance, prop_split_invariance, prop_causality, prop_batch_invariance,
+    prop_group_broadcast, prop_seq_idx_packing, prop_partial_last_chunk, prop_determinism,
+    prop_linearity, prop_finite_under_extreme_decay)}

@@ -1,0 +1,137 @@
+"""The tolerance policy (tolerances.toml) and the comparison every property reports through.
+
+`compare` measures one output against a reference and returns a `Comparison`: max abs error and its
+index, normwise relative error, mismatched count, and, when a yardstick error is given, the
+FlashAttention-style budget `k * err_yardstick + floor` and the share of it used.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+POLICY_PATH = Path(os.environ.get("SSDCHECK_TOLERANCES", Path(__file__).resolve().parent.parent / "tolerances.toml"))
+
+
+@dataclass(frozen=True)
+class Tol:
+    normwise: float
+    atol: float   # in units of rms(reference)
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Policy:
+    k: float
+    bounds: dict  # dtype -> output -> Tol
+
+    def tol(self, dtype: str, output: str) -> Tol:
+        try:
+            return self.bounds[dtype][output]
+        except KeyError:
+            raise KeyError(f"tolerance policy {POLICY_PATH}: no bound for dtype={dtype!r} output={output!r}") from None
+
+
+@lru_cache(maxsize=None)
+def load_policy(path: str | Path = POLICY_PATH) -> Policy:
+    data = tomllib.loads(Path(path).read_text())
+    bounds = {dt: {out: Tol(**v) for out, v in outs.items()} for dt, outs in data.items() if dt != "budget"}
+    return Policy(k=float(data["budget"]["k"]), bounds=bounds)
+
+
+def rounding_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
+    """Twice the largest single rounding error of `dtype` at the reference's magnitude (FlashAttention's
+    `2 * max|ref + 0.3 - 0.3 - ref|`), so an exact yardstick still leaves room for one rounding."""
+    r = ref.to(dtype)
+    return 2.0 * float(((r + 0.3) - 0.3 - ref.to(dtype)).double().abs().max()) if ref.numel() else 0.0
+
+
+@dataclass
+class Comparison:
+    output: str
+    passed: bool
+    max_abs: float
+    where: tuple
+    normwise: float
+    mismatched: int
+    numel: int
+    tol: Tol
+    budget: float | None = None       # k * err_yardstick + floor, when a yardstick was given
+    err_yardstick: float | None = None
+    nonfinite: int = 0
+    why: list = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        """Fraction of the binding limit used (1.0 = at the limit); the fuzzer's target()."""
+        shares = [self.normwise / self.tol.normwise if self.tol.normwise else 0.0]
+        if self.budget:
+            shares.append(self.max_abs / self.budget)
+        return math.inf if self.nonfinite else max(shares)
+
+    def summary(self) -> str:
+        lines = [f"{self.output}: {'ok' if self.passed else 'FAILED ' + '; '.join(self.why)}",
+                 f"  Mismatched elements: {self.mismatched} / {self.numel} "
+                 f"({100.0 * self.mismatched / max(self.numel, 1):.2g}%)",
+                 f"  Greatest absolute difference: {self.max_abs:.4g} at index {self.where}"]
+        if self.budget is not None:
+            lines[-1] += (f" (budget {self.budget:.4g} = {load_policy().k:g} x {self.err_yardstick:.4g}"
+                          f" + floor; {100 * self.max_abs / self.budget:.3g}% used)")
+        lines.append(f"  Normwise relative difference: {self.normwise:.4g} (up to {self.tol.normwise:g} allowed)")
+        if self.nonfinite:
+            lines.append(f"  Non-finite elements: {self.nonfinite}")
+        return "\n".join(lines)
+
+
+def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
+            yardstick: torch.Tensor | None = None, tol: Tol | None = None,
+            bitwise: bool = False) -> Comparison:
+    """Compare `actual` with `expected` (any dtypes; measured in float64 on the CPU)."""
+    tol = tol or load_policy().tol(dtype, output)
+    if tuple(actual.shape) != tuple(expected.shape):
+        return Comparison(output, False, math.inf, (), math.inf, expected.numel(), expected.numel(), tol,
+                          why=[f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"])
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    nonfinite = int((~torch.isfinite(a)).sum()) - int((~torch.isfinite(e)).sum())
+    diff = (a - e).abs()
+    diff = torch.where(torch.isnan(diff) & ~torch.isnan(e), torch.full_like(diff, math.inf), diff)
+    if e.numel() == 0:
+        return Comparison(output, True, 0.0, (), 0.0, 0, 0, tol)
+    flat = int(torch.nan_to_num(diff, nan=math.inf).argmax())
+    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape))
+    max_abs = float(diff.reshape(-1)[flat])
+    enorm = float(e.norm())
+    dnorm = float(torch.nan_to_num(a - e, nan=math.inf).norm())
+    normwise = dnorm / enorm if enorm > 0 else (0.0 if dnorm == 0 else math.inf)
+    rms = enorm / math.sqrt(e.numel())
+    allowed = tol.atol * rms + tol.rtol * e.abs()
+    bad = ~(diff <= allowed)
+    why = []
+    if bitwise:
+        bad = ~((a == e) | (torch.isnan(a) & torch.isnan(e)))
+        if bad.any():
+            why.append("not bitwise equal")
+    else:
+        if nonfinite > 0:
+            why.append(f"{nonfinite} non-finite where the reference is finite")
+        if not normwise <= tol.normwise:
+            why.append(f"normwise {normwise:.3g} > {tol.normwise:g}")
+        if bad.any():
+            why.append(f"{int(bad.sum())} elements over atol*rms + rtol*|ref|")
+    budget = err_y = None
+    if yardstick is not None and not bitwise:
+        err_y = float((yardstick.detach().to("cpu", torch.float64) - e).abs().max())
+        budget = load_policy().k * err_y + rounding_floor(e, _DT[dtype])
+        if not max_abs <= budget:
+            why.append(f"max abs {max_abs:.3g} over budget {budget:.3g}")
+    return Comparison(output, not why, max_abs, where, normwise, int(bad.sum()), e.numel(), tol,
+                      budget=budget, err_yardstick=err_y, nonfinite=max(nonfinite, 0), why=why)
+
+
+_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -1,0 +1,115 @@
+"""Hypothesis strategies that draw SSD problems within an implementation's declared capabilities.
+
+`ssd_problems(info)` draws a frozen SSDProblem (shapes, regimes, seed; never tensor elements).
+Compile-time constants (chunk size, headdim, dstate) come from small menus so compiled kernels are
+reused; dynamic sizes (batch, seqlen, heads, sequence boundaries) vary freely. The decay is drawn per
+chunk (|A*dt| * chunk_size from 1e-4 to 1e2, or exactly 0): with A drawn alone the decay over one
+chunk usually underflows in fp32 and state passing and initial states would go untested.
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from properties.problem import SSDProblem
+
+# Menus for compile-time constants, intersected with what the implementation declares.
+CPU_DIMS = (4, 8, 16, 32)
+GPU_HEADDIMS = (16, 32, 64, 128, 256)
+GPU_DSTATES = (16, 32, 64, 128, 256)
+GPU_DIM_WEIGHTS = {16: 2, 32: 3, 64: 4, 128: 2, 256: 1}
+
+PINNED: SSDProblem | None = None   # set by conftest's --ssd-problem: every draw returns it
+
+
+def _weighted(values, weights=None):
+    pool = [v for v in values for _ in range((weights or {}).get(v, 1))]
+    return st.sampled_from(pool)
+
+
+@st.composite
+def seqlens(draw, chunk_size: int, max_len: int, multiple_of_chunk: bool = False):
+    """Seqlen biased to the edges: shorter than a chunk, one off a chunk multiple, or anywhere."""
+    if multiple_of_chunk:
+        return chunk_size * draw(st.integers(1, max(1, max_len // chunk_size)))
+    kind = draw(st.sampled_from(["short", "near_edge", "near_edge", "any"]))
+    if kind == "short":
+        return draw(st.integers(1, chunk_size))
+    if kind == "near_edge":
+        k = draw(st.integers(1, max(1, max_len // chunk_size)))
+        return max(1, min(max_len, k * chunk_size + draw(st.sampled_from([-1, 0, 1, 1]))))
+    return draw(st.integers(1, max_len))
+
+
+@st.composite
+def seq_boundaries(draw, seqlen: int, chunk_size: int):
+    """1-3 sequence starts, biased to chunk edges and one token either side."""
+    if seqlen < 2:
+        return ()
+    starts = set()
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()) and seqlen > chunk_size:
+            k = draw(st.integers(1, (seqlen - 1) // chunk_size))
+            s = k * chunk_size + draw(st.sampled_from([-1, 0, 1]))
+        else:
+            s = draw(st.integers(1, seqlen - 1))
+        if 0 < s < seqlen:
+            starts.add(s)
+    return tuple(sorted(starts))
+
+
+def _menu(declared, menu):
+    return tuple(v for v in menu if declared is None or v in declared) or tuple(declared)
+
+
+@st.composite
+def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None):
+    """An SSDProblem that `info` declares it supports, sized for the CPU or the GPU."""
+    if PINNED is not None:
+        return PINNED
+    opts = info.options
+    dtype = draw(st.sampled_from(sorted(info.dtypes)))
+    chunk_size = draw(st.sampled_from(sorted(c for c in info.chunk_sizes if gpu or c <= 64) or
+                                      sorted(info.chunk_sizes)))
+    if gpu:
+        headdim = draw(_weighted(_menu(info.headdims, GPU_HEADDIMS), GPU_DIM_WEIGHTS))
+        dstate = draw(_weighted(_menu(info.dstates, GPU_DSTATES), GPU_DIM_WEIGHTS))
+        nheads = draw(st.sampled_from([1, 2, 4, 8, 8, 16]))
+        batch = draw(st.integers(1, 4))
+        max_len = max_seqlen or 4096
+    else:
+        headdim = draw(st.sampled_from(_menu(info.headdims, CPU_DIMS)))
+        dstate = draw(st.sampled_from(_menu(info.dstates, CPU_DIMS)))
+        nheads = draw(st.sampled_from([1, 2, 4]))
+        batch = draw(st.integers(1, 3))
+        max_len = max_seqlen or 4 * chunk_size + 3
+    seqlen = draw(seqlens(chunk_size, max_len, info.seqlen_multiple_of_chunk))
+    divisors = [g for g in range(1, nheads + 1) if nheads % g == 0]
+    ngroups = draw(st.sampled_from(divisors)) if "ngroups" in opts else 1
+    # Per-chunk log-decay: exactly 0, or log-uniform in [1e-4, 1e2] with extra weight on strong decay.
+    decay = draw(st.one_of(st.just(0.0), st.floats(-4.0, 2.0).map(lambda e: 10.0 ** e),
+                           st.floats(1.0, 2.0).map(lambda e: 10.0 ** e)))
+    def flag(name, p_true=True):
+        return name in opts and draw(st.booleans()) if p_true else False
+    seq_starts = draw(seq_boundaries(seqlen, chunk_size)) if flag("seq_idx") else ()
+    varlen = bool(seq_starts) and batch == 1 and flag("varlen_states")
+    D = draw(st.sampled_from([d for d, o in ((None, None), ("h", "D"), ("hp", "D_headdim")) if o is None or o in opts]))
+    dt_limit = None
+    if flag("dt_limit"):
+        dt_limit = draw(st.sampled_from([(0.0, 0.1), (1e-3, 0.5), (0.05, float("inf")), (0.0, 1.0)]))
+    return SSDProblem(
+        batch=batch, seqlen=seqlen, nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups,
+        chunk_size=chunk_size, dtype=dtype, decay=decay,
+        dt_mu=draw(st.sampled_from([-4.0, -2.0, -1.0, 0.0, 1.0])),
+        dt_softplus=flag("dt_softplus"), dt_bias=flag("dt_bias"), dt_limit=dt_limit,
+        dt_dtype="input" if flag("dt_input_dtype") else "float32",
+        D=D, z=flag("z"), initial_states=flag("initial_states"),
+        final_states="final_states" in opts, seq_starts=seq_starts, varlen=varlen,
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+def tally(problem: SSDProblem) -> dict[str, bool]:
+    """Features whose frequency a GPU report must show (each in at least 10% of examples)."""
+    return {"seq_idx": problem.uses_seq_idx, "partial_last_chunk": problem.partial_last_chunk,
+            "strong_decay": problem.decay >= 10.0, "ngroups>1": problem.ngroups > 1,
+            "headdim!=dstate": problem.headdim != problem.dstate}

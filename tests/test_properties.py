@@ -1,0 +1,105 @@
+"""Every invariant against every implementation under test, on drawn problems.
+
+One test per property so each has its own Hypothesis example count and its own failures. A failure
+prints the drawn SSDProblem and one command that re-runs exactly it (`--ssd-problem`).
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import event, given, note, target
+from hypothesis import strategies as st
+
+from properties import invariants
+from properties.report import assert_passed
+from tests.strategies import ssd_problems, tally
+
+
+def check(prop_name: str, info, data, **strategy_kw) -> None:
+    problem = data.draw(ssd_problems(info, gpu=info.device == "cuda" or invariants.device_for(info) == "cuda",
+                                     **strategy_kw), label="problem")
+    for feature, present in tally(problem).items():
+        event(f"{feature}={present}")
+    xfail = info.xfail_for(prop_name, problem.dtype)
+    if xfail is not None:
+        event(f"xfail: {xfail.reason}")
+        return
+    note(problem.repro(info.name, prop_name))
+    result = invariants.PROPERTIES[prop_name](info, problem)
+    if result.skipped:
+        event(f"not applicable: {result.skipped}")
+        return
+    target(min(result.worst_share, 1e6), label=f"{prop_name} share of tolerance")
+    assert_passed(result)
+
+
+@given(data=st.data())
+def test_matches_oracle(impl, data, ieee_reference_math):
+    check("prop_matches_oracle", impl, data)
+
+
+@given(data=st.data())
+def test_stages_match_oracle(impl, data, ieee_reference_math):
+    check("prop_stages_match_oracle", impl, data)
+
+
+@given(data=st.data())
+def test_no_decay_is_linear_attention(impl, data):
+    check("prop_no_decay_is_linear_attention", impl, data)
+
+
+@given(data=st.data())
+def test_chunk_size_invariance(impl, data):
+    check("prop_chunk_size_invariance", impl, data)
+
+
+@given(data=st.data())
+def test_split_invariance(impl, data):
+    check("prop_split_invariance", impl, data)
+
+
+@given(data=st.data())
+def test_causality(impl, data):
+    check("prop_causality", impl, data)
+
+
+@given(data=st.data())
+def test_batch_invariance(impl, data):
+    check("prop_batch_invariance", impl, data)
+
+
+@given(data=st.data())
+def test_group_broadcast(impl, data):
+    check("prop_group_broadcast", impl, data)
+
+
+@given(data=st.data())
+def test_seq_idx_packing(impl, data):
+    check("prop_seq_idx_packing", impl, data)
+
+
+@given(data=st.data())
+def test_partial_last_chunk(impl, data):
+    check("prop_partial_last_chunk", impl, data)
+
+
+@given(data=st.data())
+def test_determinism(impl, data):
+    check("prop_determinism", impl, data)
+
+
+@given(data=st.data())
+def test_linearity(impl, data):
+    check("prop_linearity", impl, data)
+
+
+@given(data=st.data())
+def test_finite_under_extreme_decay(impl, data):
+    check("prop_finite_under_extreme_decay", impl, data)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+def test_finite_under_extreme_decay_long(impl, data):
+    """Sequences up to 64K on the GPU (the CPU keeps them to a few thousand)."""
+    long = 65536 if invariants.device_for(impl) == "cuda" else 2048
+    check("prop_finite_under_extreme_decay", impl, data, max_seqlen=long)
