@@ -147,8 +147,8 @@ def _varlen_states_f64(B, x, dt_out, dA_cumsum, cu_seqlens, initial_states):
     Re-runs the state stages with a seq_idx derived from cu_seqlens (so every sequence starts from
     zero whatever seq_idx says), then combines them as chunk_state_varlen (ssd_chunk_state.py:639):
     the sequence's tokens inside the chunk of its last token, plus the state entering that chunk only
-    if the sequence started before it. Hence initial_states count only when sequence 0 ends at or past
-    token chunk_size. An empty sequence gives zeros.
+    if the sequence started before it. Hence initial_states count only when sequence 0 is longer than
+    chunk_size (its last token lies past the first chunk). An empty sequence gives zeros.
     """
     l = x.shape[1]
     chunk_size = dt_out.shape[-1]

@@ -59,7 +59,7 @@ def _varlen_states(W, u, Bg, h0, bounds, chunk_size):
     """Per packed sequence, the state at its last token with a reset at its start: (num_seqs,p,n).
 
     As chunk_state_varlen (ssd_chunk_state.py:701) does, initial_states count for sequence 0 only if
-    it ends at or past token chunk_size (the carried chunk state is added only in that case).
+    it is longer than chunk_size (only then is the carried chunk state added).
     An empty sequence gives zeros.
     """
     states = []

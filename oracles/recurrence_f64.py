@@ -57,7 +57,7 @@ def _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens, chunk_size):
 
     Follows chunk_state_varlen (ssd_chunk_state.py:701): it adds the carried-in state only when the
     sequence started before the chunk holding its last token. So initial_states reach varlen_states[0]
-    only if sequence 0 ends at or past token chunk_size; an empty sequence gives zeros.
+    only if sequence 0 is longer than chunk_size; an empty sequence gives zeros.
     """
     bounds = [int(v) for v in cu_seqlens.tolist()]
     out = []
