@@ -1,0 +1,256 @@
+"""The Mamba-2 SSD forward pass as cuTile kernels.
+
+Four `@ct.kernel`s; the host side (launcher.py) chooses their constants from an explicit dispatch
+table and launches them:
+
+1. `chunk_cumsum_kernel`   dt processing and the per-chunk cumulative sum of dt*A, in log2 units
+2. `chunk_state_kernel`    each chunk's state (x^T @ decayed B on tensor cores) fused with the scan
+                           that carries the state across chunks: writes the state entering every
+                           chunk and the final state
+3. `chunk_scan_kernel`     the output: masked, decayed C B^T kept on chip times x, plus C times the
+                           incoming state, plus D x, gated by silu(z); y written once in x.dtype
+4. `varlen_state_kernel`   (cu_seqlens only) the state at the last token of every packed sequence
+
+Conventions shared by all kernels:
+
+* Every tile is `BL` tokens long (BL = 64, a constant) whatever the chunk size; a chunk of 64, 128
+  or 256 tokens is 1, 2 or 4 such tiles, so the chunk size is a run-time argument and not a
+  compile-time constant (one compiled kernel serves every chunk size).
+* `cs` is the cumulative sum of dt*A*log2(e) within each chunk (fp32), so every decay is one exp2.
+  `dtc` is the processed dt (fp32). Both are (b, h, Lpad) with Lpad = nchunks * chunk_size; past
+  the sequence end dtc is 0 and cs repeats its last value.
+* A tile never lies wholly outside an array (undefined behaviour in cuTile): loops stop at the last
+  tile holding a valid token, and tiles that overhang the sequence end load zeros there.
+* Values past the sequence end are also masked by position, so the stage entry points give the
+  right answer whatever a caller left in the padding of dA_cumsum / dt.
+* Group of head hh: hh // heads_per_group (mamba_ssm's convention).
+* Runtime flags (has_seq, has_d, has_z, has_init) are uniform branches: a tensor that is absent is
+  replaced by a dummy argument that the kernel never reads.
+"""
+from __future__ import annotations
+
+import math
+
+import cuda.tile as ct
+
+LOG2E = math.log2(math.e)
+ZERO = ct.PaddingMode.ZERO
+
+
+# --------------------------------------------------------------------------- 1. chunk cumsum
+
+@ct.kernel
+def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
+                        seqlen, chunk_size, has_bias, dt_softplus, dt_min, dt_max,
+                        BL: ct.Constant[int], BH: ct.Constant[int]):
+    """grid (nchunks, cdiv(h, BH), b). dt (b,l,h) any float; A, dt_bias (h) fp32; dtc, cs (b,h,Lpad) fp32."""
+    c = ct.bid(0)
+    hb = ct.bid(1)
+    b = ct.bid(2)
+    n_sub = chunk_size // BL
+    a = ct.load(A, (hb,), shape=(BH,), padding_mode=ZERO) * LOG2E
+    bias = ct.zeros((BH,), ct.float32)
+    if has_bias != 0:
+        bias = ct.load(dt_bias, (hb,), shape=(BH,), padding_mode=ZERO)
+    carry = ct.zeros((1, BH), ct.float32)
+    for s in range(n_sub):
+        t0 = c * chunk_size + s * BL                  # first token of this tile
+        blk = c * n_sub + s                           # tile index along the sequence
+        d = ct.zeros((BL, BH), ct.float32)
+        if t0 < seqlen:
+            d = ct.load(dt, (b, blk, hb), shape=(1, BL, BH), padding_mode=ZERO).reshape((BL, BH))
+            d = d.astype(ct.float32) + bias[None, :]
+            if dt_softplus != 0:
+                # softplus(d) = log1p(exp(d)), with log1p(e) = log(u) * e / (u - 1), u = 1 + e
+                # (accurate where exp(d) is tiny); identity above 20 as in mamba_ssm. NaN stays NaN.
+                e = ct.exp(d)
+                u = 1.0 + e
+                sp = ct.where(u == 1.0, e, ct.log(u) * (e / (u - 1.0)))
+                d = ct.where(d > 20.0, d, sp)
+            # dt_limit: (-inf, inf) when unused, so this is the identity then; NaN propagates
+            d = ct.minimum(ct.maximum(d, dt_min, propagate_nan=True), dt_max, propagate_nan=True)
+            pos = t0 + ct.arange(BL, dtype=ct.int32)
+            d = ct.where((pos < seqlen)[:, None], d, 0.0)
+        run = ct.cumsum(d * a[None, :], axis=0) + carry
+        carry = ct.extract(run, (BL - 1, 0), shape=(1, BH))
+        ct.store(dtc, (b, hb, blk), ct.permute(d, (1, 0)).reshape((1, BH, BL)))
+        ct.store(cs, (b, hb, blk), ct.permute(run, (1, 0)).reshape((1, BH, BL)))
+
+
+# --------------------------------------------------------------------------- 2. chunk state + passing
+
+@ct.kernel
+def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
+                       seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
+                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
+    """grid (cdiv(p,BP) * cdiv(n,BN), h, b).
+
+    x (b,l,h,p), Bm (b,l,g,n) in the input dtype; dtc, cs (b,h,Lpad) fp32; init (b,h,p,n) fp32;
+    seq_idx (b,l) int32; states (b,nchunks,h,p,n) in the state dtype; final (b,h,p,n) fp32.
+    The state is carried in fp32 registers; states[:, c] is the state entering chunk c.
+    """
+    tile = ct.bid(0)
+    hh = ct.bid(1)
+    b = ct.bid(2)
+    n_ntiles = ct.cdiv(Bm.shape[3], BN)
+    pt = tile // n_ntiles
+    nt = tile % n_ntiles
+    g = hh // heads_per_group
+    n_sub = chunk_size // BL
+
+    state = ct.zeros((BP, BN), ct.float32)
+    if has_init != 0:
+        state = ct.load(init, (b, hh, pt, nt), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+    seq_prev = ct.full((), 0, ct.int32)            # initial_states belong to sequence 0
+    for c in range(nchunks):
+        ct.store(states, (b, c, hh, pt, nt), state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
+        t_end = ct.minimum(c * chunk_size + chunk_size, seqlen) - 1     # last valid token
+        cs_last = ct.load(cs, (b, hh, t_end), shape=())
+        seq_last = ct.full((), 0, ct.int32)
+        if has_seq != 0:
+            seq_last = ct.load(seq_idx, (b, t_end), shape=())
+        # reset (select, not multiply, so a NaN state does not cross a sequence boundary)
+        state = ct.where(seq_last == seq_prev, state * ct.exp2(cs_last), 0.0)
+        seq_prev = seq_last
+        n_valid = ct.minimum(n_sub, ct.cdiv(seqlen - c * chunk_size, BL))
+        for s in range(n_valid):
+            blk = c * n_sub + s
+            pos = blk * BL + ct.arange(BL, dtype=ct.int32)
+            dts = ct.load(dtc, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+            css = ct.load(cs, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+            keep = pos < seqlen
+            if has_seq != 0:
+                seqs = ct.load(seq_idx, (b, blk), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
+                keep = keep & (seqs == seq_last)
+            w = ct.where(keep, ct.exp2(cs_last - css) * dts, 0.0)
+            xs = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
+            bs = ct.load(Bm, (b, blk, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
+            bw = (bs.astype(ct.float32) * w[:, None]).astype(x.dtype)
+            state = ct.mma(ct.transpose(xs), bw, state)
+    ct.store(final, (b, hh, pt, nt), state.reshape((1, 1, BP, BN)))
+
+
+# --------------------------------------------------------------------------- 3. chunk scan (output)
+
+@ct.kernel
+def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                      seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
+                      BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
+    """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
+    read the same B/C tiles back to back.
+
+    x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; states (b,nchunks,h,p,n);
+    D (h,p) fp32; seq_idx (b,l) int32. Each block computes BL rows x BP columns of y:
+        y_i = sum_{j<=i, same seq} (C_i . B_j) 2^(cs_i - cs_j) dt_j x_j      (C B^T on chip)
+            + [seq_i == seq at previous chunk end] 2^(cs_i) C_i . S_in
+            + D x_i,   then  y *= silu(z)
+    """
+    nheads = x.shape[2]
+    n_ptiles = ct.cdiv(x.shape[3], BP)
+    n_ktiles = ct.cdiv(Bm.shape[3], BN)
+    n_sub = chunk_size // BL
+    pid = ct.bid(0)
+    hh = pid % nheads
+    r = pid // nheads
+    pt = r % n_ptiles
+    r = r // n_ptiles
+    m = r % n_sub
+    r = r // n_sub
+    c = r % nchunks
+    b = r // nchunks
+    g = hh // heads_per_group
+    blk = c * n_sub + m                     # this block's row tile along the sequence
+    if blk * BL < seqlen:
+        pos_i = blk * BL + ct.arange(BL, dtype=ct.int32)
+        cs_i = ct.load(cs, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+        seq_i = ct.zeros((BL,), ct.int32)
+        seq_prev = ct.full((), 0, ct.int32)
+        if has_seq != 0:
+            seq_i = ct.load(seq_idx, (b, blk), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
+            if c > 0:
+                seq_prev = ct.load(seq_idx, (b, c * chunk_size - 1), shape=())
+
+        # incoming state: C_i . S_in over dstate tiles
+        acc = ct.zeros((BL, BP), ct.float32)
+        for k in range(n_ktiles):
+            ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
+            sk = ct.load(states, (b, c, hh, pt, k), shape=(1, 1, 1, BP, BN),
+                         padding_mode=ZERO).reshape((BP, BN))
+            acc = ct.mma(ck, ct.transpose(sk.astype(Cm.dtype)), acc)
+        acc = ct.where((seq_i == seq_prev)[:, None], acc * ct.exp2(cs_i)[:, None], 0.0)
+
+        # intra-chunk: column tiles j = 0..m of this chunk (causal)
+        for j in range(m + 1):
+            jb = c * n_sub + j
+            pos_j = jb * BL + ct.arange(BL, dtype=ct.int32)
+            cb = ct.zeros((BL, BL), ct.float32)
+            for k in range(n_ktiles):
+                ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
+                bk = ct.load(Bm, (b, jb, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
+                cb = ct.mma(ck, ct.transpose(bk), cb)
+            cs_j = ct.load(cs, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
+            dt_j = ct.load(dtc, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
+            keep = (pos_i[:, None] >= pos_j[None, :]) & (pos_j < seqlen)[None, :]
+            if has_seq != 0:
+                seq_j = ct.load(seq_idx, (b, jb), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
+                keep = keep & (seq_i[:, None] == seq_j[None, :])
+            # select, so exp2 of a positive (masked) exponent never reaches the product
+            w = ct.where(keep, cb * ct.exp2(cs_i[:, None] - cs_j[None, :]) * dt_j[None, :], 0.0)
+            xj = ct.load(x, (b, jb, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
+            acc = ct.mma(w.astype(x.dtype), xj, acc)
+
+        if has_d != 0:
+            xi = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
+            dv = ct.load(D, (hh, pt), shape=(1, BP), padding_mode=ZERO)
+            acc = acc + xi.astype(ct.float32) * dv
+        if has_z != 0:
+            zi = ct.load(z, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
+            zf = zi.astype(ct.float32)
+            acc = acc * (zf / (1.0 + ct.exp(-zf)))
+        ct.store(out, (b, blk, hh, pt), acc.reshape((1, BL, 1, BP)).astype(out.dtype))
+
+
+# --------------------------------------------------------------------------- 4. varlen states
+
+@ct.kernel
+def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
+                        chunk_size, heads_per_group,
+                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
+    """grid (nseq * h, cdiv(p,BP) * cdiv(n,BN)). Batch 1: x (1,l,h,p), Bm (1,l,g,n), dtc/cs (1,h,Lpad),
+    states (1,nchunks,h,p,n), cu_seqlens (nseq+1) int32, out (nseq,h,p,n) fp32.
+
+    mamba_ssm's chunk_state_varlen: the state at token end-1 of sequence s is the part of its chunk
+    from max(start, chunk start) decayed to end-1, plus the state entering that chunk decayed
+    likewise when the sequence began before the chunk. An empty sequence gets zeros.
+    """
+    nheads = x.shape[2]
+    sid = ct.bid(0) // nheads
+    hh = ct.bid(0) % nheads
+    n_ntiles = ct.cdiv(Bm.shape[3], BN)
+    pt = ct.bid(1) // n_ntiles
+    nt = ct.bid(1) % n_ntiles
+    g = hh // heads_per_group
+    start = ct.load(cu_seqlens, (sid,), shape=())
+    end = ct.load(cu_seqlens, (sid + 1,), shape=())
+    acc = ct.zeros((BP, BN), ct.float32)
+    if end > start:
+        c = (end - 1) // chunk_size
+        c0 = c * chunk_size
+        n_sub = chunk_size // BL
+        cs_last = ct.load(cs, (0, hh, end - 1), shape=())
+        for s in range(ct.cdiv(end - c0, BL)):
+            blk = c * n_sub + s
+            pos = blk * BL + ct.arange(BL, dtype=ct.int32)
+            dts = ct.load(dtc, (0, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+            css = ct.load(cs, (0, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+            keep = (pos >= start) & (pos < end)
+            w = ct.where(keep, ct.exp2(cs_last - css) * dts, 0.0)
+            xs = ct.load(x, (0, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
+            bs = ct.load(Bm, (0, blk, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
+            bw = (bs.astype(ct.float32) * w[:, None]).astype(x.dtype)
+            acc = ct.mma(ct.transpose(xs), bw, acc)
+        if start < c0:
+            st = ct.load(states, (0, c, hh, pt, nt), shape=(1, 1, 1, BP, BN),
+                         padding_mode=ZERO).reshape((BP, BN))
+            acc = acc + st.astype(ct.float32) * ct.exp2(cs_last)
+    ct.store(out, (sid, hh, pt, nt), acc.reshape((1, 1, BP, BN)))

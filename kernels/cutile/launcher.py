@@ -1,0 +1,410 @@
+"""Host side of the cuTile SSD forward: argument checks, layout, dispatch, launches.
+
+`ssd_forward` has mamba_ssm's `mamba_chunk_scan_combined` signature and return convention. The
+stage entry points (`chunk_cumsum`, `chunk_state_and_passing`, `chunk_scan`) take and return
+mamba_ssm's layouts, with dA_cumsum in natural log; inside, decays are kept in log2 units (the
+conversion by ln 2 happens here, at this boundary only).
+
+Input policy (every rule raises a ValueError naming the argument, before any launch):
+* x, B, C, z share one dtype: float16, bfloat16 or float32. dt is float32 or x's dtype. A is float32.
+  D, dt_bias, initial_states are float32 or x's dtype (converted to float32 here; they are tiny).
+  seq_idx / cu_seqlens are int32 or int64 (converted to int32).
+* chunk_size 64, 128 or 256; headdim and dstate powers of two in 16..256; any seqlen >= 1.
+* All tensors on one CUDA device. Non-contiguous tensors, and tensors whose storage is not 16-byte
+  aligned, are copied to fresh contiguous ones on purpose (the kernels index dense layouts).
+* Problems whose tensors exceed 2^31 - 1 elements are split along the batch (kernels index in
+  int32); one batch element that large is rejected.
+
+Precision (declared in INFO): matmul operands are in the input dtype with fp32 accumulation;
+dt, the cumsum, decays and the carried state are fp32; the state entering each chunk is stored in
+the input dtype (state_dtype="input", as mamba_ssm does); final and varlen states are fp32.
+
+NaN / Inf are passed through, never sanitized: a NaN in x at (t, h, p) reaches y[:, t:, h, p] of
+its sequence through the carried state, and y[t', h, p] for every t' of t's chunk, earlier ones
+included, because the masked-out score is still multiplied by x inside the tensor-core product
+(0 * NaN = NaN; mamba_ssm behaves the same). A sequence reset (seq_idx) is a select, so a NaN
+state does not cross into the next sequence. NaN in B, C, dt or A spreads likewise.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from kernels.contract import SSDArgumentError, check_ssd_args, unpack_returns
+from kernels.cutile import dispatch
+from kernels.cutile.dispatch import Problem
+
+LOG2E = math.log2(math.e)
+LN2 = math.log(2.0)
+INT32_MAX = 2**31 - 1
+CHUNK_SIZES = (64, 128, 256)
+POW2_DIMS = (16, 32, 64, 128, 256)
+_TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+# A config override for experiments: {kernel name: dispatch.Config}; None uses the table.
+_OVERRIDE: dict[str, dispatch.Config] = {}
+
+
+class CutileUnavailable(RuntimeError):
+    """cuTile cannot run here (no GPU, or the package is missing)."""
+
+
+def _bad(name: str, expected: str, got) -> SSDArgumentError:
+    return SSDArgumentError(f"{name}: expected {expected}, got {got}")
+
+
+def _ct():
+    try:
+        import cuda.tile as ct  # noqa: PLC0415
+    except ImportError as e:  # pragma: no cover - cuda-tile is a dependency
+        raise CutileUnavailable(f"cutile: the cuda-tile package is not importable ({e})") from e
+    return ct
+
+
+def _kernels():
+    from kernels.cutile import kernels as K  # noqa: PLC0415
+    return K
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor whose storage starts 16-byte aligned (copied only if needed)."""
+    if not t.is_contiguous() or t.data_ptr() % 16:
+        t = t.clone(memory_format=torch.contiguous_format)
+        if t.data_ptr() % 16:  # pragma: no cover - the caching allocator aligns to 512 bytes
+            raise RuntimeError("cutile: could not get a 16-byte aligned copy")
+    return t
+
+
+def _require_cuda(x: torch.Tensor) -> None:
+    if not torch.cuda.is_available():
+        raise CutileUnavailable("cutile: ssd_forward needs a CUDA GPU, and torch sees none "
+                                "(importing kernels.cutile works without one; running does not)")
+    if x.device.type != "cuda":
+        raise _bad("x", "a CUDA tensor (cutile runs on the GPU)", f"device {x.device}")
+
+
+def _dtype_name(name: str, t: torch.Tensor) -> str:
+    if t.dtype not in _TORCH_DTYPES:
+        raise _bad(name, "float16, bfloat16 or float32", t.dtype)
+    return _TORCH_DTYPES[t.dtype]
+
+
+def _check_small(name: str, t, x_dtype) -> None:
+    if t is not None and t.dtype not in (torch.float32, x_dtype):
+        raise _bad(name, f"float32 or x's dtype {x_dtype}", t.dtype)
+
+
+def _check_dims(headdim: int, dstate: int, chunk_size: int) -> None:
+    if headdim not in POW2_DIMS:
+        raise _bad("x", f"headdim (dim 3) in {POW2_DIMS}", headdim)
+    if dstate not in POW2_DIMS:
+        raise _bad("B", f"dstate (dim 3) in {POW2_DIMS}", dstate)
+    if chunk_size not in CHUNK_SIZES:
+        raise _bad("chunk_size", f"one of {CHUNK_SIZES}", chunk_size)
+
+
+def _config(kernel: str, problem: Problem) -> dispatch.Config:
+    return _OVERRIDE.get(kernel) or dispatch.choose(kernel, problem)
+
+
+_HINTED: dict = {}
+
+
+def _kernel_for(kfn, cfg: dispatch.Config):
+    if cfg.occupancy is None:
+        return kfn
+    key = (id(kfn), cfg.occupancy)
+    if key not in _HINTED:
+        _HINTED[key] = kfn.replace_hints(occupancy=cfg.occupancy)
+    return _HINTED[key]
+
+
+def _launch(grid: tuple, kfn, cfg: dispatch.Config, args: tuple, device: torch.device) -> None:
+    ct = _ct()
+    consts = tuple(v for _, v in cfg.constants)
+    try:
+        ct.launch(torch.cuda.current_stream(device), grid, _kernel_for(kfn, cfg), args + consts)
+    except Exception as e:
+        from kernels.cutile.toolchain import explain  # noqa: PLC0415
+        cc = torch.cuda.get_device_capability(device)
+        err = explain(e, cc)
+        if err is not None:
+            raise err from e
+        raise
+
+
+# --------------------------------------------------------------------------- kernel wrappers
+# These take dense internal layouts: cs / dtc are (b, h, Lpad) fp32, cs in log2 units.
+
+def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
+    b, l, h = dt.shape
+    nchunks = -(-l // chunk_size)
+    lpad = nchunks * chunk_size
+    dtc = torch.empty(b, h, lpad, device=dt.device, dtype=torch.float32)
+    cs = torch.empty_like(dtc)
+    lo, hi = float(dt_limit[0]), float(dt_limit[1])
+    if (lo, hi) == (0.0, math.inf):
+        lo, hi = -math.inf, math.inf
+    cfg = _config("chunk_cumsum", Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size))
+    grid = (nchunks, -(-h // cfg.get("BH")), b)
+    has_bias = bias32 is not None
+    args = (dt, A32, bias32 if has_bias else A32, dtc, cs,
+            l, chunk_size, int(has_bias), int(bool(dt_softplus)), lo, hi)
+    _launch(grid, _kernels().chunk_cumsum_kernel, cfg, args, dt.device)
+    return cs, dtc
+
+
+def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    nchunks = -(-l // chunk_size)
+    states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
+    final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+    cfg = _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
+    grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
+    args = (x, B, dtc, cs, init32 if init32 is not None else final,
+            seq32 if seq32 is not None else _dummy_int(x.device), states, final,
+            l, chunk_size, nchunks, h // g, int(init32 is not None), int(seq32 is not None))
+    _launch(grid, _kernels().chunk_state_kernel, cfg, args, x.device)
+    return states, final
+
+
+def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    nchunks = -(-l // chunk_size)
+    out = torch.empty_like(x)
+    cfg = _config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
+    bl = cfg.get("BL")
+    grid = (b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h, 1, 1)
+    args = (x, z if z is not None else x, B, C, dtc, cs, states,
+            D32 if D32 is not None else cs[0], seq32 if seq32 is not None else _dummy_int(x.device), out,
+            l, chunk_size, nchunks, h // g, int(seq32 is not None), int(D32 is not None), int(z is not None))
+    _launch(grid, _kernels().chunk_scan_kernel, cfg, args, x.device)
+    return out
+
+
+def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
+    _, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    nseq = cu32.numel() - 1
+    out = torch.empty(nseq, h, p, n, device=x.device, dtype=torch.float32)
+    cfg = _config("varlen_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
+    grid = (nseq * h, -(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), 1)
+    args = (x, B, dtc, cs, states, cu32, out, chunk_size, h // g)
+    _launch(grid, _kernels().varlen_state_kernel, cfg, args, x.device)
+    return out
+
+
+_DUMMIES: dict = {}
+
+
+def _dummy_int(device):
+    if device not in _DUMMIES:
+        _DUMMIES[device] = torch.zeros(1, 16, dtype=torch.int32, device=device)
+    return _DUMMIES[device]
+
+
+def _batch_slices(b: int, per_batch: Sequence[int]) -> list[tuple[int, int]]:
+    """Batch ranges whose every tensor stays within int32 indexing."""
+    worst = max(per_batch)
+    if worst > INT32_MAX:
+        raise _bad("x", f"at most {INT32_MAX} elements per batch element in every tensor "
+                        f"(kernels index in int32)", f"{worst}")
+    step = max(1, INT32_MAX // worst)
+    return [(i, min(b, i + step)) for i in range(0, b, step)]
+
+
+# --------------------------------------------------------------------------- public API
+
+def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined on cuTile: returns out, (out, final_states), (out, varlen_states)
+    or (out, final_states, varlen_states). Shapes: x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n),
+    D (h) or (h,p), z like x, dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l),
+    cu_seqlens (nseq+1) with batch 1. out is x.dtype; final/varlen states are float32."""
+    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
+                   return_varlen_states=return_varlen_states)
+    _dtype_name("x", x)
+    from kernels.cutile import INFO  # noqa: PLC0415 (INFO lives in the package __init__)
+    from kernels.registry import check_supported, options_of_call  # noqa: PLC0415
+    check_supported(INFO, dtype=_TORCH_DTYPES[x.dtype], chunk_size=chunk_size, seqlen=x.shape[1],
+                    headdim=x.shape[3], dstate=B.shape[3], ngroups=B.shape[2],
+                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
+                                            dt_limit=dt_limit, initial_states=initial_states,
+                                            seq_idx=seq_idx, return_final_states=return_final_states,
+                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    if dt.dtype not in (torch.float32, x.dtype):
+        raise _bad("dt", f"float32 or x's dtype {x.dtype}", dt.dtype)
+    if A.dtype != torch.float32:
+        raise _bad("A", "float32", A.dtype)
+    for name, t in (("D", D), ("dt_bias", dt_bias), ("initial_states", initial_states)):
+        _check_small(name, t, x.dtype)
+    b, l, h, p = x.shape
+    n = B.shape[3]
+    _check_dims(p, n, chunk_size)
+    _require_cuda(x)
+    nchunks = -(-l // chunk_size)
+    lpad = nchunks * chunk_size
+    with torch.cuda.device(x.device):
+        x, B, C = _dense(x), _dense(B), _dense(C)
+        z = _dense(z) if z is not None else None
+        dt = _dense(dt)
+        A32 = _dense(A.float())
+        bias32 = _dense(dt_bias.float()) if dt_bias is not None else None
+        D32 = None
+        if D is not None:
+            D32 = _dense(D.float().reshape(h, -1).expand(h, p))
+        init32 = _dense(initial_states.float()) if initial_states is not None else None
+        seq32 = _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None
+        per_batch = [l * h * p, l * B.shape[2] * n, h * lpad, nchunks * h * p * n]
+        slices = _batch_slices(b, per_batch)
+        out = torch.empty_like(x)
+        final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+        varlen = None
+        for b0, b1 in slices:
+            sl = slice(b0, b1)
+            cs, dtc = _run_cumsum(dt[sl], A32, bias32, chunk_size, dt_softplus, dt_limit)
+            states, fin = _run_state(x[sl], B[sl], dtc, cs, init32[sl] if init32 is not None else None,
+                                     seq32[sl] if seq32 is not None else None, chunk_size, x.dtype)
+            y = _run_scan(x[sl], z[sl] if z is not None else None, B[sl], C[sl], dtc, cs, states, D32,
+                          seq32[sl] if seq32 is not None else None, chunk_size)
+            if len(slices) == 1:
+                out, final = y, fin
+            else:
+                out[sl].copy_(y)
+                final[sl].copy_(fin)
+            if return_varlen_states:
+                cu32 = _dense(cu_seqlens.to(device=x.device, dtype=torch.int32))
+                varlen = _run_varlen(x, B, dtc, cs, states, cu32, chunk_size)
+    return unpack_returns(out, final, varlen, return_final_states, return_varlen_states)
+
+
+def _check_chunked(name: str, t, shape: tuple) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise _bad(name, "a torch.Tensor", type(t).__name__)
+    if tuple(t.shape) != tuple(shape):
+        raise _bad(name, f"shape {tuple(shape)}", f"shape {tuple(t.shape)}")
+
+
+def _same_device(x: torch.Tensor, **named) -> None:
+    for name, t in named.items():
+        if t is not None and t.device != x.device:
+            raise _bad(name, f"a tensor on {x.device}", f"device {t.device}")
+
+
+def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
+    """dt (b,l,h), A (h) -> (dA_cumsum, dt_out), both float32 (b, h, nchunks, chunk_size);
+    dA_cumsum in natural log; past seqlen dt_out = 0 and dA_cumsum repeats its last value."""
+    if not isinstance(dt, torch.Tensor) or dt.dim() != 3:
+        raise _bad("dt", "a 3-dim tensor (batch, seqlen, nheads)", getattr(dt, "shape", type(dt).__name__))
+    b, l, h = dt.shape
+    _dtype_name("dt", dt)
+    _check_chunked("A", A, (h,))
+    if A.dtype != torch.float32:
+        raise _bad("A", "float32", A.dtype)
+    if dt_bias is not None:
+        _check_chunked("dt_bias", dt_bias, (h,))
+        _check_small("dt_bias", dt_bias, dt.dtype)
+    if chunk_size not in CHUNK_SIZES:
+        raise _bad("chunk_size", f"one of {CHUNK_SIZES}", chunk_size)
+    _same_device(dt, A=A, dt_bias=dt_bias)
+    _require_cuda(dt)
+    with torch.cuda.device(dt.device):
+        bias32 = _dense(dt_bias.float()) if dt_bias is not None else None
+        cs, dtc = _run_cumsum(_dense(dt), _dense(A.float()), bias32, chunk_size, dt_softplus, dt_limit)
+    nchunks = cs.shape[-1] // chunk_size
+    return (cs * LN2).view(b, h, nchunks, chunk_size), dtc.view(b, h, nchunks, chunk_size)
+
+
+def _log2_cs(dA_cumsum):
+    b, h, c, L = dA_cumsum.shape
+    return _dense((dA_cumsum.float() * LOG2E).reshape(b, h, c * L))
+
+
+def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_idx=None):
+    """Kernel 2 (chunk states fused with the scan across chunks).
+    -> (states_in (b, c, h, p, n) in x.dtype: the state entering each chunk, final_states (b,h,p,n) fp32)."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise _bad("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)", getattr(x, "shape", type(x).__name__))
+    b, l, h, p = x.shape
+    _dtype_name("x", x)
+    if not isinstance(B, torch.Tensor) or B.dim() != 4 or B.shape[:2] != x.shape[:2] or h % B.shape[2]:
+        raise _bad("B", f"(b, l, g, n) with b, l = {b}, {l} and g dividing {h}", getattr(B, "shape", None))
+    if B.dtype != x.dtype:
+        raise _bad("B", f"x's dtype {x.dtype}", B.dtype)
+    n = B.shape[3]
+    if not isinstance(dA_cumsum, torch.Tensor) or dA_cumsum.dim() != 4:
+        raise _bad("dA_cumsum", "(b, h, nchunks, chunk_size)", getattr(dA_cumsum, "shape", None))
+    L = dA_cumsum.shape[-1]
+    _check_dims(p, n, L)
+    c = -(-l // L)
+    _check_chunked("dA_cumsum", dA_cumsum, (b, h, c, L))
+    _check_chunked("dt_out", dt_out, (b, h, c, L))
+    if initial_states is not None:
+        _check_chunked("initial_states", initial_states, (b, h, p, n))
+        _check_small("initial_states", initial_states, x.dtype)
+    if seq_idx is not None:
+        _check_chunked("seq_idx", seq_idx, (b, l))
+    _same_device(x, B=B, dt_out=dt_out, dA_cumsum=dA_cumsum, initial_states=initial_states, seq_idx=seq_idx)
+    _require_cuda(x)
+    with torch.cuda.device(x.device):
+        return _run_state(_dense(x), _dense(B), _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
+                          _dense(initial_states.float()) if initial_states is not None else None,
+                          _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None, L, x.dtype)
+
+
+def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=None):
+    """Kernel 3: out (b,l,h,p) in x.dtype from the chunk quantities. states_in (b,c,h,p,n) is used
+    in x.dtype (rounded here if given in float32), as the fused pipeline stores it."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise _bad("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)", getattr(x, "shape", type(x).__name__))
+    b, l, h, p = x.shape
+    _dtype_name("x", x)
+    for name, t in (("B", B), ("C", C)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4 or t.shape[:2] != x.shape[:2] or h % t.shape[2]:
+            raise _bad(name, f"(b, l, g, n) with b, l = {b}, {l} and g dividing {h}", getattr(t, "shape", None))
+        if t.dtype != x.dtype:
+            raise _bad(name, f"x's dtype {x.dtype}", t.dtype)
+    if C.shape != B.shape:
+        raise _bad("C", f"B's shape {tuple(B.shape)}", tuple(C.shape))
+    n = B.shape[3]
+    if not isinstance(dA_cumsum, torch.Tensor) or dA_cumsum.dim() != 4:
+        raise _bad("dA_cumsum", "(b, h, nchunks, chunk_size)", getattr(dA_cumsum, "shape", None))
+    L = dA_cumsum.shape[-1]
+    _check_dims(p, n, L)
+    c = -(-l // L)
+    _check_chunked("dA_cumsum", dA_cumsum, (b, h, c, L))
+    _check_chunked("dt_out", dt_out, (b, h, c, L))
+    _check_chunked("states_in", states_in, (b, c, h, p, n))
+    if states_in.dtype not in (torch.float32, x.dtype):
+        raise _bad("states_in", f"float32 or x's dtype {x.dtype}", states_in.dtype)
+    if D is not None:
+        if tuple(D.shape) not in ((h,), (h, p)):
+            raise _bad("D", f"shape ({h},) or ({h}, {p})", tuple(D.shape))
+        _check_small("D", D, x.dtype)
+    if z is not None:
+        _check_chunked("z", z, (b, l, h, p))
+        if z.dtype != x.dtype:
+            raise _bad("z", f"x's dtype {x.dtype}", z.dtype)
+    if seq_idx is not None:
+        _check_chunked("seq_idx", seq_idx, (b, l))
+    _same_device(x, B=B, C=C, dt_out=dt_out, dA_cumsum=dA_cumsum, states_in=states_in, D=D, z=z, seq_idx=seq_idx)
+    _require_cuda(x)
+    with torch.cuda.device(x.device):
+        D32 = _dense(D.float().reshape(h, -1).expand(h, p)) if D is not None else None
+        return _run_scan(_dense(x), _dense(z) if z is not None else None, _dense(B), _dense(C),
+                         _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
+                         _dense(states_in.to(x.dtype)), D32,
+                         _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None, L)
+
+
+STAGES = {
+    "chunk_cumsum": chunk_cumsum,
+    "chunk_state_and_passing": chunk_state_and_passing,
+    "chunk_scan": chunk_scan,
+}
