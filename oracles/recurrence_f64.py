@@ -42,14 +42,18 @@ def _scan(decay, u, Bh, Ch, state, carry=None):
     carry (b,l) bool or None: False at t drops the state entering t (a seq_idx boundary).
     Returns y (b,l,h,p) = h_t C_t and the state after the last token (b,h,p,n).
     """
+    if carry is not None:
+        decay = decay * carry[:, :, None]
+    # Time-major and contiguous, so each step reads contiguous slices.
+    decay_t = decay.permute(1, 0, 2)[..., None, None].contiguous()  # (l,b,h,1,1)
+    u_t = u.permute(1, 0, 2, 3)[..., None].contiguous()              # (l,b,h,p,1)
+    B_t = Bh.permute(1, 0, 2, 3)[..., None, :].contiguous()         # (l,b,h,1,n)
+    C_t = Ch.permute(1, 0, 2, 3)[..., None].contiguous()            # (l,b,h,n,1)
     ys = []
     for t in range(u.shape[1]):
-        keep = decay[:, t, :, None, None]
-        if carry is not None:
-            keep = keep * carry[:, t, None, None, None]
-        state = keep * state + u[:, t, :, :, None] * Bh[:, t, :, None, :]
-        ys.append(torch.matmul(state, Ch[:, t, :, :, None]).squeeze(-1))
-    return torch.stack(ys, dim=1), state
+        state = decay_t[t] * state + u_t[t] * B_t[t]
+        ys.append(torch.matmul(state, C_t[t]))
+    return torch.stack(ys, dim=1).squeeze(-1), state
 
 
 def _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens, chunk_size):

@@ -77,6 +77,7 @@ def _problem(seed, *, batch=2, seqlen=3 * CS + 5, nheads=4, headdim=8, ngroups=2
 
 
 def _as_tuple(res):
+    """An oracle's result (a tensor or a tuple of them) as a tuple."""
     return res if isinstance(res, tuple) else (res,)
 
 
@@ -144,6 +145,18 @@ def test_varlen_initial_states_follow_mamba(seq0_len, keeps_h0):
     for oracle in (ssd_recurrence_f64, ssd_quadratic_f64, ssd_chunked_f64):
         _, varlen = oracle(*args, **kw)
         assert _rel(varlen[0], expect) <= F64_AGREEMENT, oracle.__name__
+
+
+def test_default_dt_limit_clamps_negative_dt():
+    """mamba_ssm's _chunk_cumsum_fwd_kernel clamps to dt_limit even at the default (0, inf), so a
+    negative dt acts as 0; every oracle (and the yardstick) does the same."""
+    args, kw = _problem(11, init=True)
+    x, dt, A, B, C, cs = args
+    signed = dt - 0.3  # some steps negative
+    for oracle in (ssd_recurrence_f64, ssd_quadratic_f64, ssd_chunked_f64, ssd_yardstick):
+        got = oracle(x, signed, A, B, C, cs, **kw)
+        want = oracle(x, signed.clamp(min=0.0), A, B, C, cs, **kw)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), oracle.__name__
 
 
 @pytest.mark.parametrize("seqlen", (CS - 3, 2 * CS + 5))
@@ -265,6 +278,7 @@ def test_yardstick_varlen():
 
 
 def _bits(t):
+    """The tensor's bits as a same-sized integer view, so -0.0 != 0.0 and NaN == NaN compare as bits."""
     return t.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
@@ -288,8 +302,11 @@ def test_round_tf32():
     assert torch.isnan(_round_tf32(torch.tensor([math.nan]))).all()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
 def test_oracles_on_cuda():
+    """The oracles run on the inputs' device and agree with the CPU recurrence; the yardstick is
+    deterministic there too."""
     args, kw = _problem(10, **CASES["varlen"])
     dev = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
     dkw = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
