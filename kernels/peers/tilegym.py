@@ -1,0 +1,141 @@
+"""`tilegym`: NVIDIA TileGym 1.5.1's cuTile Mamba-2 forward behind mamba_chunk_scan_combined's contract.
+
+The peer: `tilegym.ops.cutile.mamba2.mamba2_chunk_forward(x, a, b, c, d, dt, init_state,
+chunk_size=64) -> (out, final_state)`, three cuTile kernels (chunk cumsum in log2 units | chunk state
+fused with state passing | output). This adapter converts arguments only:
+
+    D=None               -> d = zeros(h) fp32      (y + 0*x: the same output)
+    D (h,), A            -> float32                (mamba_ssm loads both as fp32 too)
+    initial_states=None  -> init_state = zeros(b,h,p,n) fp32   (a zero start state)
+    initial_states       -> float32, contiguous    (the kernel accumulates into it: it must be fp32)
+    return_final_states  -> returns the peer's final_state (fp32), else drops it
+
+Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line numbers of that file):
+
+* seqlen % chunk_size == 0: `_validate_chunk_size` (l.1393) raises otherwise.
+* chunk sizes 64 and 128: the two TileGym's own tests and perf runs use (64 takes the swap output
+  kernel, l.1518; >= 128 adds a state variant, l.649). 256 is not declared: the output kernel holds
+  a (chunk, chunk) fp32 score tile (l.45), 256 KiB at 256, and TileGym never runs it. Shorter chunks
+  are likewise untested there.
+* nheads % 4 == 0: the cumsum kernel's only head tiles are BLOCK_H in (4, 8, 16) and a config needs
+  `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438).
+  KernelInfo has no field for this yet, so the adapter checks it (argument `x`).
+* headdim: BLOCK_HEAD = min(64, headdim) must divide headdim (l.655, l.675, l.694) and a tile side
+  is a power of two: headdim a power of two up to 64, or a multiple of 64.
+* dstate: a multiple of 16, since the state kernel's BLOCK_STATE is 16, 32 or 64 (l.652).
+* D of shape (h,) only: `ct.load(d, index=(head,), shape=(1,))` (l.85, l.159); always required.
+* no z, seq_idx, cu_seqlens/varlen states, dt_bias, dt_softplus or dt_limit: the signature has none.
+  dt is used as given; mamba_ssm clamps dt to dt_limit=(0, inf) by default, TileGym does not, so the
+  two agree for dt >= 0 only (not checked per call: that would cost a host sync).
+* dt in fp32 or in x's dtype: the cumsum kernel casts it to fp32 (l.812); TileGym's tests pass bf16 dt.
+* dtypes: bf16 is what TileGym tests. fp16 and fp32 are declared because the kernels are
+  dtype-generic (ct.mma takes f16, bf16, f32 operands) — the GPU property run is their first test.
+* states: chunk-entry states are stored in c.dtype (`state_dtype=c.dtype`, l.1931; `hiddens`, l.1457)
+  and carried in fp32 on chip; final_state is the fp32 accumulator (l.977) in init_state's dtype
+  (`empty_like(init_state)`, l.1458): hence state_dtype="input", fp32 final states.
+* matmul: the intra-chunk product is TF32 whatever the input dtype (`astype(ct.tfloat32)`, l.84,
+  l.158); the other products take the input dtype (fp32 operands stay fp32). Declared "tf32" so the
+  yardstick rounds fp32 operands to TF32, as STYLE.md asks.
+* deterministic: no atomics in the forward kernels; configs are cached per shape (`_tuning_key`).
+  Not declared bitwise batch-invariant: the autotuned config depends on every tensor shape.
+
+Autotune: the first call of each new shape autotunes (minutes). Correctness runs set
+TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this adapter never sets it.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernels.contract import check_ssd_args, unpack_returns
+from kernels.peers import PeerUnavailable, dtype_name, require_cuda
+from kernels.registry import KernelInfo, UnsupportedProblem, check_supported, options_of_call
+
+PEER_MODULE = "tilegym.ops.cutile.mamba2"
+NHEADS_MULTIPLE_OF = 4
+_peer_fn = None
+
+
+def _load():
+    """tilegym's mamba2_chunk_forward, imported at the first call."""
+    global _peer_fn
+    if _peer_fn is None:
+        try:
+            import importlib
+            module = importlib.import_module(PEER_MODULE)
+        except Exception as e:  # ImportError, or cuda.tile failing to initialise without a GPU
+            raise PeerUnavailable(
+                f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install the "
+                f"tilegym-1.5.1 wheel (shared/peers/) and cuda-tile; on the GPU host "
+                f"`source .gpu-bundle/setup.sh` does both") from e
+        _peer_fn = module.mamba2_chunk_forward
+    return _peer_fn
+
+
+def _check_shape_rules(x: torch.Tensor, B: torch.Tensor) -> None:
+    """What TileGym's search spaces require beyond KernelInfo's fields (see the module docstring)."""
+    h, p, n = x.shape[2], x.shape[3], B.shape[3]
+    if h % NHEADS_MULTIPLE_OF:
+        raise UnsupportedProblem(f"x: tilegym needs nheads divisible by {NHEADS_MULTIPLE_OF} "
+                                 f"(its cumsum kernel tiles heads by 4, 8 or 16), got nheads={h}")
+    if not ((p <= 64 and p & (p - 1) == 0) or p % 64 == 0):
+        raise UnsupportedProblem(f"x: tilegym needs headdim a power of two <= 64 or a multiple of 64, "
+                                 f"got headdim={p}")
+    if n % 16:
+        raise UnsupportedProblem(f"B: tilegym needs dstate divisible by 16, got dstate={n}")
+
+
+def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                    seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                    return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined on TileGym. Returns out, or (out, final_states) with final_states fp32.
+
+    x (b,l,h,p), dt (b,l,h) already >= 0, A (h), B, C (b,l,g,n), D (h), initial_states (b,h,p,n).
+    Everything is validated (and anything TileGym lacks rejected, naming the argument) before the
+    peer is imported, so the errors are the same on a machine without it.
+    """
+    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
+                   return_varlen_states=return_varlen_states)
+    check_supported(INFO, dtype=dtype_name(x), chunk_size=chunk_size, seqlen=x.shape[1], headdim=x.shape[3],
+                    dstate=B.shape[3], ngroups=B.shape[2],
+                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
+                                            dt_limit=dt_limit, initial_states=initial_states,
+                                            seq_idx=seq_idx, return_final_states=return_final_states,
+                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    _check_shape_rules(x, B)
+    require_cuda("tilegym", x)
+    forward = _load()
+
+    b, _, h, p = x.shape
+    n = B.shape[3]
+    d = torch.zeros(h, dtype=torch.float32, device=x.device) if D is None else D.float().contiguous()
+    if initial_states is None:
+        init_state = torch.zeros(b, h, p, n, dtype=torch.float32, device=x.device)
+    else:
+        init_state = initial_states.float().contiguous()
+    out, final_state = forward(x.contiguous(), A.float().contiguous(), B.contiguous(), C.contiguous(), d,
+                               dt.contiguous(), init_state, chunk_size=chunk_size)
+    return unpack_returns(out, final_state, None, return_final_states, False)
+
+
+INFO = KernelInfo(
+    name="tilegym",
+    fn=tilegym_forward,
+    dtypes=("float32", "float16", "bfloat16"),
+    chunk_sizes=(64, 128),
+    headdims=(16, 32, 64, 128, 256),
+    dstates=(16, 32, 64, 128, 256),
+    seqlen_multiple_of_chunk=True,
+    options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
+    stages=None,
+    device="cuda",
+    state_dtype="input",
+    matmul="tf32",
+    bitwise_batch_invariant=False,
+    deterministic=True,
+    notes=(f"TileGym 1.5.1 mamba2_chunk_forward; also needs nheads % {NHEADS_MULTIPLE_OF} == 0 and dt >= 0 "
+           "(no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
+           "bf16 is the only dtype TileGym itself tests"),
+)
+
+__all__ = ["INFO", "tilegym_forward", "NHEADS_MULTIPLE_OF"]
