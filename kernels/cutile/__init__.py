@@ -38,7 +38,7 @@ INFO = KernelInfo(
     deterministic=True,
     notes=("cuTile kernels: chunk cumsum (log2) | chunk state fused with state passing | fused output "
            "(C B^T on chip) | varlen states; states entering chunks stored in the input dtype; "
-           "final/varlen states fp32"),
+           "final states fp32, varlen states in the input dtype"),
 )
 
 __all__ = ["INFO", "STAGES", "ssd_forward", "chunk_cumsum", "chunk_state_and_passing", "chunk_scan",

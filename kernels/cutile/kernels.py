@@ -67,7 +67,7 @@ def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
                 u = 1.0 + e
                 sp = ct.where(u == 1.0, e, ct.log(u) * (e / (u - 1.0)))
                 d = ct.where(d > 20.0, d, sp)
-            # dt_limit: (-inf, inf) when unused, so this is the identity then; NaN propagates
+            # clamp to dt_limit, always (mamba_ssm: the default (0, inf) maps dt < 0 to 0); NaN stays
             d = ct.minimum(ct.maximum(d, dt_min, propagate_nan=True), dt_max, propagate_nan=True)
             pos = t0 + ct.arange(BL, dtype=ct.int32)
             d = ct.where((pos < seqlen)[:, None], d, 0.0)
@@ -217,7 +217,7 @@ def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
                         chunk_size, heads_per_group,
                         BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
     """grid (nseq * h, cdiv(p,BP) * cdiv(n,BN)). Batch 1: x (1,l,h,p), Bm (1,l,g,n), dtc/cs (1,h,Lpad),
-    states (1,nchunks,h,p,n), cu_seqlens (nseq+1) int32, out (nseq,h,p,n) fp32.
+    states (1,nchunks,h,p,n), cu_seqlens (nseq+1) int32, out (nseq,h,p,n) in the state dtype.
 
     mamba_ssm's chunk_state_varlen: the state at token end-1 of sequence s is the part of its chunk
     from max(start, chunk start) decayed to end-1, plus the state entering that chunk decayed

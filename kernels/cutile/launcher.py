@@ -17,7 +17,13 @@ Input policy (every rule raises a ValueError naming the argument, before any lau
 
 Precision (declared in INFO): matmul operands are in the input dtype with fp32 accumulation;
 dt, the cumsum, decays and the carried state are fp32; the state entering each chunk is stored in
-the input dtype (state_dtype="input", as mamba_ssm does); final and varlen states are fp32.
+the input dtype (state_dtype="input", as mamba_ssm does); final_states are fp32 and
+varlen_states are in the state dtype (x.dtype), as mamba_ssm returns them.
+
+varlen_states (cu_seqlens, batch 1) follow mamba_ssm's chunk_state_varlen: a sequence's tokens in the
+chunk of its last token plus, if it began before that chunk, the state entering the chunk; the
+carried state is the one of a pass whose seq_idx is derived from cu_seqlens, so every packed
+sequence starts from zero (initial_states belong to sequence 0) whatever seq_idx was given.
 
 NaN / Inf are passed through, never sanitized: a NaN in x at (t, h, p) reaches y[:, t:, h, p] of
 its sequence through the carried state, and y[t', h, p] for every t' of t's chunk, earlier ones
@@ -144,9 +150,8 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
     lpad = nchunks * chunk_size
     dtc = torch.empty(b, h, lpad, device=dt.device, dtype=torch.float32)
     cs = torch.empty_like(dtc)
+    # mamba_ssm clamps unconditionally: the default (0, inf) maps a negative dt to 0
     lo, hi = float(dt_limit[0]), float(dt_limit[1])
-    if (lo, hi) == (0.0, math.inf):
-        lo, hi = -math.inf, math.inf
     cfg = _config("chunk_cumsum", Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size))
     grid = (nchunks, -(-h // cfg.get("BH")), b)
     has_bias = bias32 is not None
@@ -190,7 +195,7 @@ def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
     _, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nseq = cu32.numel() - 1
-    out = torch.empty(nseq, h, p, n, device=x.device, dtype=torch.float32)
+    out = torch.empty(nseq, h, p, n, device=x.device, dtype=states.dtype)
     cfg = _config("varlen_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
     grid = (nseq * h, -(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), 1)
     args = (x, B, dtc, cs, states, cu32, out, chunk_size, h // g)
@@ -225,7 +230,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     """mamba_chunk_scan_combined on cuTile: returns out, (out, final_states), (out, varlen_states)
     or (out, final_states, varlen_states). Shapes: x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n),
     D (h) or (h,p), z like x, dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l),
-    cu_seqlens (nseq+1) with batch 1. out is x.dtype; final/varlen states are float32."""
+    cu_seqlens (nseq+1) with batch 1. out and varlen_states are x.dtype; final_states float32."""
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
@@ -279,7 +284,14 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
                 out[sl].copy_(y)
                 final[sl].copy_(fin)
             if return_varlen_states:
+                # Each packed sequence starts from zero (initial_states belong to sequence 0): the
+                # states come from a pass whose seq_idx is derived from cu_seqlens. With the usual
+                # call (seq_idx matching cu_seqlens) that is the pass above; otherwise run it again.
                 cu32 = _dense(cu_seqlens.to(device=x.device, dtype=torch.int32))
+                derived = torch.bucketize(torch.arange(l, device=x.device, dtype=torch.int32),
+                                          cu32[1:], right=True).to(torch.int32).reshape(1, l)
+                if seq32 is None or not torch.equal(seq32, derived):
+                    states, _ = _run_state(x, B, dtc, cs, init32, _dense(derived), chunk_size, x.dtype)
                 varlen = _run_varlen(x, B, dtc, cs, states, cu32, chunk_size)
     return unpack_returns(out, final, varlen, return_final_states, return_varlen_states)
 
