@@ -6,6 +6,7 @@
     pytest ... --ssd-problem "SSDProblem(...)"  # re-run exactly one drawn problem
 """
 from __future__ import annotations
+pytest_plugins = ["ssdcheck_plugin.plugin"]  # --ssd-report/--ssd-baseline gate, fuzz budget, GPU pinning (docs/jobs.md)
 
 import os
 
@@ -46,6 +47,8 @@ def _profile_name(config) -> str:
 
 
 def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)   # one CPU thread per xdist worker: torch's pool thrashes otherwise
     for marker in ("gpu: needs a CUDA GPU; skipped with a reason where none is present",
                    "slow: takes minutes; deselect with -m 'not slow'",
                    "compile: compiles cuTile kernels through tileiras (no GPU needed)",

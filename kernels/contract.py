@@ -86,6 +86,9 @@ def check_ssd_args(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, ini
     if return_varlen_states:
         if cu_seqlens is None:
             _fail("cu_seqlens", "a tensor when return_varlen_states=True", "None")
+        if seq_idx is None:
+            _fail("seq_idx", "a tensor when return_varlen_states=True (mamba_ssm resets states only where "
+                  "seq_idx changes, so varlen states without it mix sequences)", "None")
         if b != 1:
             _fail("x", "batch == 1 with return_varlen_states (sequences are packed along seqlen)",
                   f"batch={b}")

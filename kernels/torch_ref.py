@@ -53,8 +53,8 @@ def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0
         d = d + dt_bias.float()
     if dt_softplus:
         d = torch.where(d <= 20.0, F.softplus(d), d)
-    if tuple(dt_limit) != (0.0, math.inf):
-        d = d.clamp(min=dt_limit[0], max=dt_limit[1])
+    # Always clamped, as mamba_ssm's cumsum kernel does: the default (0, inf) maps negative dt to 0.
+    d = d.clamp(min=dt_limit[0], max=dt_limit[1])
     d = _chunks(d, chunk_size)                       # (b, c, L, h); padded tokens hold 0 here ...
     valid = _chunks(torch.ones(b, l, 1, device=dt.device), chunk_size) > 0
     d = torch.where(valid, d, 0.0)                   # ... but softplus(0) was not 0: mask after it.

@@ -142,9 +142,7 @@ def _processed_dt_f64(kw: dict) -> torch.Tensor:
     if kw.get("dt_softplus"):
         dt = torch.where(dt <= 20.0, F.softplus(dt), dt)
     lo, hi = kw.get("dt_limit", (0.0, math.inf))
-    if (lo, hi) != (0.0, math.inf):
-        dt = dt.clamp(lo, hi)
-    return dt
+    return dt.clamp(lo, hi)   # always, like mamba_ssm's kernel: negative dt becomes 0
 
 
 def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResult:

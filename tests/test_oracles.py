@@ -101,8 +101,7 @@ CASES = {
                    init=True, D="h"),
     "varlen-h0-kept": dict(batch=1, seq_starts=(CS + 3, 2 * CS), cu_seqlens=(0, CS + 3, 2 * CS, 2 * CS, 3 * CS + 5),
                            init=True, z=True),
-    "varlen-no-seq-idx": dict(batch=1, cu_seqlens=(0, 9, 30, 3 * CS + 5), init=True),
-    "varlen-one-seq": dict(batch=1, seqlen=CS + 1, cu_seqlens=(0, CS + 1), init=True, final=False),
+    "varlen-one-seq": dict(batch=1, seqlen=CS + 1, seq_starts=(), cu_seqlens=(0, CS + 1), init=True, final=False),
 }
 
 
