@@ -1,0 +1,110 @@
+"""The race's problem shapes and their split into groups, each sized for one 10-minute GPU command.
+
+The grid (bf16, headdim 64, dt fp32, D (h,), no initial/final states):
+    nheads 32, 64  x  dstate 64, 128, 256  x  ngroups 1, 8  x  batch x seqlen in SEQS  = 60 shapes.
+
+Costs that size a group (H200, first run on a fresh machine):
+* mamba_ssm: Triton compiles and autotunes each kernel once per (chunk size, dstate) key: about 40
+  configs, roughly a minute per chunk size, so ~3 min per dstate for chunk sizes 64/128/256. The key
+  holds neither seqlen, nheads nor ngroups, so every shape of one dstate shares it. Triton keeps the
+  compiled binaries in ~/.triton/cache: a later group on the same warm machine compiles far less.
+* TileGym: exhaustive autotune of every new shape (all of its tensor shapes are in the key), about
+  2-3 min per (shape, chunk size) (shared/peers/README.md). Hence TileGym runs on 6 shapes only,
+  in the `tg*` groups, at chunk size 64 (the faster one at both shapes the README measured).
+* the rest: about 1 s per (shape, implementation, chunk size) for checks and timing.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SEQS = ((8, 2048), (4, 8192), (2, 16384), (2, 32768), (2, 65536))
+NHEADS = (32, 64)
+DSTATES = (64, 128, 256)
+NGROUPS = (1, 8)
+CHUNKS = (64, 128, 256)
+IMPLS = ("mamba-ssm", "tilegym", "cutile")
+BASELINE = "mamba-ssm"
+
+
+@dataclass(frozen=True)
+class Shape:
+    batch: int
+    seqlen: int
+    nheads: int
+    dstate: int
+    ngroups: int = 1
+    headdim: int = 64
+    dtype: str = "bfloat16"
+    dt_dtype: str = "float32"
+
+    @property
+    def id(self) -> str:
+        return (f"b{self.batch}-l{self.seqlen}-h{self.nheads}-p{self.headdim}-n{self.dstate}-g{self.ngroups}"
+                f"{'' if self.dtype == 'bfloat16' else '-' + self.dtype}")
+
+    @property
+    def label(self) -> str:
+        """'8x2K' style batch x seqlen, as on the plot's axis."""
+        k = self.seqlen // 1024
+        return f"{self.batch}x{k}K" if self.seqlen % 1024 == 0 else f"{self.batch}x{self.seqlen}"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    shapes: tuple[Shape, ...]
+    impls: tuple[str, ...]
+    chunks: dict = field(default_factory=dict)   # impl -> chunk sizes tried (default CHUNKS)
+    tilegym_shapes: tuple[str, ...] = ()         # ids of the shapes TileGym runs on (others: not run)
+    est_min: float = 0.0                         # estimated GPU minutes on a fresh machine
+    note: str = ""
+
+    def chunks_for(self, impl: str) -> tuple[int, ...]:
+        return tuple(self.chunks.get(impl, CHUNKS))
+
+    def runs(self, impl: str, shape: Shape) -> bool:
+        if impl not in self.impls:
+            return False
+        return impl != "tilegym" or shape.id in self.tilegym_shapes
+
+
+def grid(dstates=DSTATES, nheads=NHEADS, ngroups=NGROUPS, seqs=SEQS) -> tuple[Shape, ...]:
+    return tuple(Shape(b, l, h, n, g) for n in dstates for h in nheads for g in ngroups for (b, l) in seqs)
+
+
+def _tilegym_group(n: int) -> Group:
+    shapes = (Shape(8, 2048, 32, n, 1), Shape(2, 32768, 32, n, 1))
+    return Group(f"tg{n}", shapes, IMPLS, chunks={"tilegym": (64,)},
+                 tilegym_shapes=tuple(s.id for s in shapes), est_min=8.5,
+                 note=f"TileGym autotuned at 2 shapes (dstate {n}), with mamba_ssm and cutile on the same inputs")
+
+
+GROUPS: dict[str, Group] = {
+    "smoke": Group("smoke", (Shape(2, 2048, 32, 64, 1),), ("mamba-ssm", "tilegym"),
+                   chunks={"mamba-ssm": (64,), "tilegym": (64,)},
+                   tilegym_shapes=(Shape(2, 2048, 32, 64, 1).id,), est_min=4.0,
+                   note="end-to-end check of the bench: mamba_ssm and TileGym (autotuned) at one small shape, chunk 64"),
+    **{f"n{n}": Group(f"n{n}", grid(dstates=(n,)), ("mamba-ssm", "cutile"), est_min=6.0,
+                      note=f"all 20 shapes of dstate {n}: mamba_ssm and cutile at chunk 64/128/256")
+       for n in DSTATES},
+    **{f"tg{n}": _tilegym_group(n) for n in DSTATES},
+    "tgchunk": Group("tgchunk", (Shape(4, 8192, 32, 128, 1),), IMPLS, chunks={"tilegym": (64, 128)},
+                     tilegym_shapes=(Shape(4, 8192, 32, 128, 1).id,), est_min=8.0,
+                     note="TileGym at chunk 64 and 128 on one shape: checks the chunk-64 choice of the tg groups"),
+}
+
+ORDER = ("smoke", "tg128", "n128", "tg64", "n64", "tg256", "n256", "tgchunk")
+
+
+def describe() -> str:
+    lines = [f"{'group':8} {'shapes':>6} {'est min':>7}  impls / note"]
+    for name in ORDER:
+        g = GROUPS[name]
+        lines.append(f"{name:8} {len(g.shapes):6d} {g.est_min:7.1f}  {','.join(g.impls)}: {g.note}")
+    total = sum(GROUPS[n].est_min for n in ORDER)
+    lines.append(f"{'total':8} {sum(len(GROUPS[n].shapes) for n in ORDER):6d} {total:7.1f}  "
+                 f"(fresh machine each; a tg group right after its n group on a warm machine reuses Triton's cache)")
+    return "\n".join(lines)
