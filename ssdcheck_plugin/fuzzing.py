@@ -1,0 +1,159 @@
+"""Fuzzing for a time budget instead of an example count, and the live progress it reports.
+
+`--ssd-fuzz-seconds S` (or `--ssd-fuzz-until EPOCH`, what `python -m ssdcheck_fuzz` passes) gives
+the session a deadline. Each test, when it starts, gets an equal share of the time left; its
+Hypothesis run (fuzz profile: max_examples 100 000) is stopped when the share is used up.
+
+How it stops: the plugin wraps the test's `.hypothesis.inner_test` (Hypothesis's documented hook for
+wrapping the test body) so that, past the deadline, the next example raises `FuzzTimeUp` before it
+draws anything. `FuzzTimeUp` subclasses KeyboardInterrupt because that is the one exception
+Hypothesis's engine re-raises at once without recording the example (any other exception would be
+a "failure" to shrink, or a FlakyStrategyDefinition); the plugin's `pytest_runtest_call` wrapper
+catches exactly `FuzzTimeUp`, so the test ends as passed with the examples it ran. A real Ctrl-C is
+a plain KeyboardInterrupt and still stops pytest. Once a test has seen a failing example it is never
+cut: Hypothesis finishes shrinking and reports the minimal failure (which may overrun the share).
+Nor is a test cut before its first example, which is the replay of the smallest failure saved in the
+example database, if there is one: a short budget still re-checks the last known bug.
+
+Progress: `Progress` counts examples, failures and the worst share as results arrive (it is fed by
+the report sink) and rewrites a small JSON file at most twice a second; under xdist each worker
+writes `<path>.<gwN>`. `python -m ssdcheck_fuzz` reads those files to draw its live line.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+
+class FuzzTimeUp(KeyboardInterrupt):
+    """The fuzz time share of the current test is used up (never a failure)."""
+
+
+class TimeBudget:
+    def __init__(self, deadline: float, items_total: int = 0, workers: int = 1):
+        self.deadline = deadline          # time.time() epoch seconds
+        self.items_total = items_total
+        self.workers = max(1, workers)
+        self.started = 0
+        self.item_deadline = math.inf
+        self.failure_seen = False
+        self.calls = 0                     # examples started by the current test
+        self.min_calls = 1                 # never cut before this many: the first replays the saved failure
+        self.cut = 0                       # tests stopped by the budget
+
+    def start_item(self, now: float | None = None) -> float:
+        """Deadline of the test starting now: an equal share of what is left."""
+        now = time.time() if now is None else now
+        mine = math.ceil(self.items_total / self.workers) if self.items_total else 1
+        left_items = max(1, mine - self.started)
+        self.started += 1
+        self.failure_seen = False
+        self.calls = 0
+        self.item_deadline = now + max(0.0, self.deadline - now) / left_items
+        return self.item_deadline
+
+    def expired(self, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        return not self.failure_seen and self.calls >= self.min_calls and now >= self.item_deadline
+
+
+def wrap_inner_test(test_fn, budget_getter) -> bool:
+    """Make the Hypothesis test `test_fn` stop when `budget_getter()`'s current share expires.
+    The wrapper is installed once per function (parametrized items share it)."""
+    handle = getattr(test_fn, "hypothesis", None)
+    if handle is None or getattr(handle.inner_test, "_ssdcheck_budget", False):
+        return handle is not None
+    inner = handle.inner_test
+
+    def budgeted(*args, **kwargs):
+        budget = budget_getter()
+        if budget is not None:
+            if budget.expired():
+                raise FuzzTimeUp()
+            budget.calls += 1
+        return inner(*args, **kwargs)
+
+    budgeted._ssdcheck_budget = True
+    budgeted.__wrapped__ = inner
+    handle.inner_test = budgeted
+    return True
+
+
+class Progress:
+    """Live counters, written as JSON for the fuzz driver's progress line."""
+
+    def __init__(self, path: str | Path | None, *, budget: TimeBudget | None = None, interval: float = 0.5):
+        self.path = Path(path) if path else None
+        self.budget = budget
+        self.interval = interval
+        self.t0 = time.time()
+        self.examples = 0
+        self.failures = 0
+        self.failed_tests = 0
+        self.tests_done = 0
+        self.tests_total = 0
+        self.props: set[tuple[str, str]] = set()
+        self.worst_share = 0.0
+        self.worst_where = ""
+        self.current = ""
+        self._last = 0.0
+
+    def on_result(self, result) -> None:
+        self.examples += 1
+        self.failures += 0 if result.passed else 1
+        self.props.add((result.impl, result.prop))
+        s = result.worst_share
+        s = math.inf if math.isnan(s) else s
+        if s > self.worst_share or not self.worst_where:
+            worst = max(result.comparisons, key=lambda c: c.share, default=None)
+            self.worst_share = s
+            self.worst_where = f"{result.impl} {result.prop} {worst.output if worst else ''} {result.problem.dtype}"
+        self.write()
+
+    def write(self, force: bool = False) -> None:
+        if self.path is None:
+            return
+        now = time.time()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        state = {"t": now, "elapsed": now - self.t0, "deadline": self.budget.deadline if self.budget else None,
+                 "examples": self.examples, "failures": self.failures, "failed_tests": self.failed_tests,
+                 "tests_done": self.tests_done, "tests_total": self.tests_total, "props": len(self.props),
+                 "worst_share": "inf" if math.isinf(self.worst_share) else self.worst_share,
+                 "worst_where": self.worst_where, "current": self.current, "pid": os.getpid()}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def read_progress(path: str | Path) -> dict:
+    """Sum the progress files of one run (`path` and `path.gwN`)."""
+    p = Path(path)
+    files = [p] if p.exists() else []
+    files += sorted(p.parent.glob(p.name + ".gw*")) if p.parent.exists() else []
+    total = {"examples": 0, "failures": 0, "failed_tests": 0, "tests_done": 0, "tests_total": 0, "props": 0,
+             "worst_share": 0.0, "worst_where": "", "current": [], "files": len(files)}
+    for f in files:
+        if f.name.endswith(".tmp"):
+            continue
+        try:
+            s = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        for k in ("examples", "failures", "failed_tests", "tests_done", "props"):
+            total[k] += s.get(k, 0)
+        total["tests_total"] = max(total["tests_total"], s.get("tests_total", 0))
+        share = float(s.get("worst_share", 0.0))
+        if share > total["worst_share"] or not total["worst_where"]:
+            total["worst_share"], total["worst_where"] = share, s.get("worst_where", "")
+        if s.get("current"):
+            total["current"].append(s["current"])
+    return total

@@ -1,0 +1,93 @@
+"""The merge gate: fail when a worst error grows by more than a factor over a baseline report.
+
+A baseline is an earlier `--ssd-report` JSON (e.g. main's, kept as a CI artifact or committed).
+Rows are matched on (impl, prop, output, dtype). For each metric in `metrics` (default max_abs and
+normwise), a row regresses when
+
+    new > max_growth * baseline        and        new row's worst share >= growth_floor
+
+The second condition ignores growth that stays in the noise: an error using less than `growth_floor`
+of its tolerance (default 1%) may double between runs without anyone needing to look at it (e.g.
+from 0 to one rounding error). Rows missing on either side are reported as notes, never failures;
+test failures are pytest's business (exit 1), the gate only adds exit code EXIT_GATE.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ssdcheck_plugin.aggregate import ROW_KEY, num, unnum
+
+EXIT_GATE = 6           # pytest uses 0-5 (3 is INTERNAL_ERROR), so the gate takes the next free code
+METRICS = ("max_abs", "normwise", "share")
+DEFAULT_METRICS = ("max_abs", "normwise")
+
+
+@dataclass
+class Regression:
+    impl: str
+    prop: str
+    output: str
+    dtype: str
+    metric: str
+    baseline: float
+    current: float
+    growth: float
+    share: float
+    problem: str | None
+
+    def message(self, max_growth: float) -> str:
+        return (f"{self.impl} {self.prop} {self.output} {self.dtype}: worst {self.metric} grew "
+                f"{_g(self.growth)}x (> {max_growth:g}x): {self.baseline:.4g} -> {self.current:.4g} "
+                f"(now {100 * self.share:.3g}% of tolerance)\n    at {self.problem}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for n in ("baseline", "current", "growth", "share"):
+            d[n] = num(d[n])
+        return d
+
+
+def _g(x: float) -> str:
+    return "inf" if x == float("inf") else f"{x:.3g}"
+
+
+def load_baseline(path: str | Path) -> dict[tuple, dict]:
+    """Rows of a report file keyed on (impl, prop, output, dtype); raises ValueError on a bad file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--ssd-baseline {path}: cannot read a report ({e})") from None
+    if not str(data.get("schema", "")).startswith("ssdcheck-report/"):
+        raise ValueError(f"--ssd-baseline {path}: not an ssdcheck report (schema={data.get('schema')!r})")
+    rows = {}
+    for r in data.get("results", []):
+        rows[tuple(r[k] for k in ROW_KEY)] = r
+    return rows
+
+
+def compare_rows(current: dict[tuple, dict], baseline: dict[tuple, dict], *, max_growth: float = 2.0,
+                 growth_floor: float = 0.01, metrics=DEFAULT_METRICS) -> tuple[list[Regression], list[str]]:
+    """Regressions of `current` over `baseline`, and notes about rows present on one side only."""
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise ValueError(f"--ssd-gate-metrics: unknown {bad}; known {METRICS}")
+    regressions, notes = [], []
+    for key, row in sorted(current.items()):
+        base = baseline.get(key)
+        if base is None:
+            notes.append(f"new in this run (no baseline): {' '.join(key)}")
+            continue
+        share = unnum(row["share"])
+        for m in metrics:
+            new, old = unnum(row[m]), unnum(base[m])
+            if new is None or old is None:
+                continue
+            if new > max_growth * old and share >= growth_floor:
+                growth = new / old if old > 0 else float("inf")
+                regressions.append(Regression(*key, metric=m, baseline=old, current=new, growth=growth,
+                                              share=share, problem=row.get(f"{m}_problem")))
+    for key in sorted(set(baseline) - set(current)):
+        notes.append(f"in the baseline but not run now: {' '.join(key)}")
+    return regressions, notes

@@ -1,0 +1,146 @@
+"""GPU hosts: one xdist worker per GPU, the cuTile compile cache, and compile time vs run time.
+
+* `pytest -n auto` on a GPU host starts one worker per visible GPU (`auto_num_workers`), and worker
+  `gwN` pins itself to GPU `N % device_count` with `torch.cuda.set_device` (`pin_xdist_worker`),
+  so `"cuda"` tensors, kernels and streams of that worker live on its own GPU.
+* cuTile (cuda-tile 1.7) keeps compiled cubins in an SQLite cache whose directory it reads from
+  `CUDA_TILE_CACHE_DIR` when `cuda.tile` is imported (`cutile_cache._env.get_cache_dir_from_env`;
+  default `$XDG_CACHE_HOME/cutile-python`, "off"/"0"/"none" disable it; `CUDA_TILE_CACHE_SIZE`
+  caps it, 2 GiB by default). We set that variable before anything imports cuda.tile and, if it
+  is already imported, also `cuda.tile._cext.default_tile_context.config.cache_dir`.
+* `CompileTimer` wraps `cuda.tile._compile.compile_tile` (every compile, cache hits included) and
+  `compile_cubin` (the tileiras run on a cache miss) to add up their wall time. It installs itself
+  only once cuda.tile has been imported by the code under test (importing it costs seconds).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+DEFAULT_COMPILE_CACHE = ".ssdcheck-cache/cutile"
+
+
+def worker_index(worker_id: str | None) -> int | None:
+    """'gw3' -> 3; None or 'master' -> None."""
+    if not worker_id or not worker_id.startswith("gw"):
+        return None
+    try:
+        return int(worker_id[2:])
+    except ValueError:
+        return None
+
+
+def worker_device(worker_id: str | None, device_count: int) -> int | None:
+    """The GPU a worker uses: gwN -> N % device_count (None without xdist or without GPUs)."""
+    n = worker_index(worker_id)
+    if n is None or device_count <= 0:
+        return None
+    return n % device_count
+
+
+def pin_xdist_worker(worker_id: str | None = None, cuda=None) -> int | None:
+    """Pin this xdist worker to its GPU; returns the device index, or None when nothing was pinned."""
+    worker_id = worker_id if worker_id is not None else os.environ.get("PYTEST_XDIST_WORKER")
+    if worker_index(worker_id) is None:
+        return None
+    if cuda is None:
+        import torch
+        cuda = torch.cuda
+    if not cuda.is_available():
+        return None
+    device = worker_device(worker_id, cuda.device_count())
+    if device is not None:
+        cuda.set_device(device)
+    return device
+
+
+def gpu_count(cuda=None) -> int:
+    if cuda is None:
+        import torch
+        cuda = torch.cuda
+    return cuda.device_count() if cuda.is_available() else 0
+
+
+def auto_num_workers(numprocesses, env=os.environ, cuda=None) -> int | None:
+    """`-n auto` on a GPU host: one worker per GPU. None lets xdist decide (CPU count)."""
+    if numprocesses != "auto" or env.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    n = gpu_count(cuda)
+    return n if n > 0 else None
+
+
+def resolve_compile_cache(option: str | None, rootdir: str | Path, env=os.environ) -> str | None:
+    """Where cuTile caches cubins: --ssd-compile-cache, else $SSDCHECK_COMPILE_CACHE, else an explicit
+    $CUDA_TILE_CACHE_DIR, else <rootdir>/.ssdcheck-cache/cutile. "off" (or 0/none) disables the cache."""
+    choice = option or env.get("SSDCHECK_COMPILE_CACHE") or env.get("CUDA_TILE_CACHE_DIR")
+    if choice is None:
+        return str(Path(rootdir) / DEFAULT_COMPILE_CACHE)
+    if choice.strip().lower() in ("0", "off", "none", ""):
+        return None
+    p = Path(choice)
+    return str(p if p.is_absolute() else Path(rootdir) / p)
+
+
+def apply_compile_cache(cache_dir: str | None, env=os.environ) -> None:
+    """Point cuTile at `cache_dir` (None: disable) for this process and the ones it starts."""
+    env["CUDA_TILE_CACHE_DIR"] = cache_dir if cache_dir is not None else "off"
+    if "cuda.tile" in sys.modules:    # already imported: its context read the variable at import
+        try:
+            from cuda.tile._cext import default_tile_context
+            default_tile_context.config.cache_dir = cache_dir
+        except Exception:
+            pass
+
+
+class CompileTimer:
+    """Adds up the wall time cuTile spends compiling (all compiles) and in tileiras (cache misses)."""
+
+    def __init__(self):
+        self.compile_calls = 0
+        self.compile_s = 0.0
+        self.tileiras_calls = 0
+        self.tileiras_s = 0.0
+        self.installed = False
+        self._lock = threading.Lock()
+
+    def maybe_install(self) -> bool:
+        """Install once cuda.tile._compile is imported (never import it ourselves)."""
+        if self.installed or "cuda.tile._compile" not in sys.modules:
+            return self.installed
+        mod = sys.modules["cuda.tile._compile"]
+        for name, attr in (("compile_tile", "compile"), ("compile_cubin", "tileiras")):
+            fn = getattr(mod, name, None)
+            if fn is not None and not getattr(fn, "_ssdcheck_timed", False):
+                setattr(mod, name, self._timed(fn, attr))
+        self.installed = True
+        return True
+
+    def _timed(self, fn, attr: str):
+        timer = self
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                dt = time.perf_counter() - t0
+                with timer._lock:
+                    setattr(timer, f"{attr}_calls", getattr(timer, f"{attr}_calls") + 1)
+                    setattr(timer, f"{attr}_s", getattr(timer, f"{attr}_s") + dt)
+        timed._ssdcheck_timed = True
+        timed.__wrapped__ = fn
+        return timed
+
+    def to_dict(self) -> dict:
+        return {"measured": self.installed, "compile_calls": self.compile_calls,
+                "compile_s": round(self.compile_s, 3), "tileiras_calls": self.tileiras_calls,
+                "tileiras_s": round(self.tileiras_s, 3)}
+
+    @staticmethod
+    def merge(a: dict, b: dict) -> dict:
+        return {"measured": bool(a.get("measured") or b.get("measured")),
+                **{k: round(a.get(k, 0) + b.get(k, 0), 3) for k in
+                   ("compile_calls", "compile_s", "tileiras_calls", "tileiras_s")}}

@@ -1,0 +1,378 @@
+"""pytest hooks of ssdcheck's report, gate, fuzzing and GPU support (see docs/jobs.md).
+
+    --ssd-report PATH.json         machine-readable report (docs/report-schema.md)
+    --ssd-baseline PATH.json       gate: compare worst errors with an earlier report ...
+    --ssd-max-growth FACTOR        ... and exit 6 when one grew by more than FACTOR (default 2)
+    --ssd-growth-floor SHARE       ... unless it still uses < SHARE of its tolerance (default 0.01)
+    --ssd-gate-metrics LIST        ... of max_abs,normwise,share (default max_abs,normwise)
+    --ssd-repro-dir DIR            save each failing check as a replayable file
+    --ssd-fuzz-seconds S           stop each Hypothesis run so the session takes about S seconds
+    --ssd-progress PATH.json       live counters for `python -m ssdcheck_fuzz`
+    --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
+    --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
+
+JUnit (`--junitxml`): every property test gets <property> entries ssd_property, ssd_examples,
+ssd_failures, ssd_worst_share and ssd_worst_share.<output>, and ssd_reproducer when one was saved.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ssdcheck_plugin import gate as gate_mod
+from ssdcheck_plugin import gpu
+from ssdcheck_plugin.aggregate import Aggregate, ItemStats, num
+from ssdcheck_plugin.fuzzing import FuzzTimeUp, Progress, TimeBudget, wrap_inner_test
+
+SCHEMA = "ssdcheck-report/1"
+DEFAULT_DB = ".ssdcheck-cache/hypothesis"
+STATE = pytest.StashKey["SSDState"]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("ssdcheck-report", "ssdcheck: report, merge gate, fuzzing, GPUs")
+    g.addoption("--ssd-report", metavar="PATH", default=None,
+                help="write the machine-readable JSON report here (docs/report-schema.md)")
+    g.addoption("--ssd-baseline", metavar="PATH", default=None,
+                help="an earlier --ssd-report: fail (exit 6) when a worst error grew by more than --ssd-max-growth")
+    g.addoption("--ssd-max-growth", metavar="FACTOR", type=float, default=2.0,
+                help="allowed growth of a worst error over the baseline (default 2.0)")
+    g.addoption("--ssd-growth-floor", metavar="SHARE", type=float, default=0.01,
+                help="ignore growth of errors that use less than SHARE of their tolerance (default 0.01)")
+    g.addoption("--ssd-gate-metrics", metavar="LIST", default="max_abs,normwise",
+                help="comma-separated metrics the gate watches: max_abs, normwise, share")
+    g.addoption("--ssd-repro-dir", metavar="DIR", default=None,
+                help="save every failing property check as a reproducer file here")
+    g.addoption("--ssd-fuzz-seconds", metavar="S", type=float, default=None,
+                help="time budget: stop each Hypothesis run so that the session takes about S seconds")
+    g.addoption("--ssd-fuzz-until", metavar="EPOCH", type=float, default=None,
+                help="time budget as an absolute time.time() deadline (used by python -m ssdcheck_fuzz)")
+    g.addoption("--ssd-progress", metavar="PATH", default=None,
+                help="keep live progress counters in this JSON file (per xdist worker: PATH.gwN)")
+    g.addoption("--ssd-hypothesis-db", metavar="DIR", default=None,
+                help=f"example database for the fuzz profile (default {DEFAULT_DB})")
+    g.addoption("--ssd-compile-cache", metavar="DIR", default=None,
+                help="cuTile compile cache directory, or 'off' (default $SSDCHECK_COMPILE_CACHE or "
+                     f"{gpu.DEFAULT_COMPILE_CACHE})")
+
+
+def _policy_k() -> float | None:
+    try:
+        from properties.tolerance import load_policy
+        return load_policy().k
+    except Exception:
+        return None
+
+
+def _metrics(config) -> tuple[str, ...]:
+    return tuple(m.strip() for m in config.getoption("ssd_gate_metrics").split(",") if m.strip())
+
+
+def _xdist_active(config) -> bool:
+    """True on the xdist controller of a distributed run."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def _resolve(config, path: str) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else Path(config.invocation_params.dir) / p
+
+
+# ---------------------------------------------------------------------------------------- module hooks
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    if config.getoption("ssd_baseline") and not hasattr(config, "workerinput"):
+        try:
+            gate_mod.load_baseline(_resolve(config, config.getoption("ssd_baseline")))
+            gate_mod.compare_rows({}, {}, metrics=_metrics(config))
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+    st = SSDState(config)
+    config.stash[STATE] = st
+    config.pluginmanager.register(st, "ssdcheck-state")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    return gpu.auto_num_workers(getattr(config.option, "numprocesses", None))
+
+
+def _impl_spec(config, impl_name: str) -> str:
+    """The --impl spec that names `impl_name` (a module:function revision may declare its own name)."""
+    specs = config.getoption("impl", None) or []
+    if impl_name in specs:
+        return impl_name
+    try:
+        from kernels.registry import lookup
+        for spec in specs:
+            if lookup(spec).name == impl_name:
+                return spec
+    except Exception:
+        pass
+    return impl_name
+
+
+# ---------------------------------------------------------------------------------------- the state
+
+class SSDState:
+    """Per-process state; registered as a plugin object so its hooks see the config."""
+
+    def __init__(self, config):
+        self.config = config
+        self.worker_id = config.workerinput["workerid"] if hasattr(config, "workerinput") else None
+        self.is_controller = self.worker_id is None
+        self.aggregate = Aggregate(k=_policy_k())
+        self.item: ItemStats | None = None
+        self.tests: dict[str, dict] = {}
+        self.reproducers: list[dict] = []
+        self.devices: dict[str, int | None] = {}
+        self.timer = gpu.CompileTimer()
+        self.timer_merged: dict = {}
+        self.profile: str | None = None
+        self.budget: TimeBudget | None = None
+        self.progress: Progress | None = None
+        self.t0 = time.time()
+        self.gate: dict | None = None
+        self.gate_regressions: list = []
+        self.worker_count = 0
+        self.report_path: Path | None = None
+        # Early, before anything touches CUDA or imports cuda.tile:
+        self.device = gpu.pin_xdist_worker()
+        self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), config.rootpath)
+        gpu.apply_compile_cache(self.compile_cache)
+        from properties.report import add_sink
+        add_sink(self.sink)
+
+    def sink(self, result) -> None:
+        self.aggregate.add(result)
+        if self.item is not None:
+            self.item.add(result)
+            if not result.passed and self.budget is not None:
+                self.budget.failure_seen = True
+        if self.progress is not None:
+            self.progress.on_result(result)
+
+    def pytest_unconfigure(self, config):
+        from properties.report import remove_sink
+        remove_sink(self.sink)
+
+    # ------------------------------------------------------------------ session start
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session):
+        """After every pytest_configure (conftest loads the Hypothesis profile there): give the fuzz
+        profile its repo-local example database; set up the time budget and the progress file."""
+        config = self.config
+        from hypothesis import settings
+        self.profile = settings.get_current_profile_name()
+        if self.profile == "fuzz":
+            from hypothesis.database import DirectoryBasedExampleDatabase
+            db = Path(config.getoption("ssd_hypothesis_db") or DEFAULT_DB)
+            db = db if db.is_absolute() else config.rootpath / db
+            settings.register_profile("fuzz+ssdcheck-db", parent=settings.get_profile("fuzz"),
+                                      database=DirectoryBasedExampleDatabase(str(db)))
+            settings.load_profile("fuzz+ssdcheck-db")
+        until = config.getoption("ssd_fuzz_until")
+        seconds = config.getoption("ssd_fuzz_seconds")
+        if until is None and seconds is not None:
+            until = self.t0 + seconds
+        if until is not None:
+            workers = int(config.workerinput.get("workercount", 1)) if self.worker_id else 1
+            self.budget = TimeBudget(until, workers=workers)
+        path = config.getoption("ssd_progress")
+        if path and not _xdist_active(config):
+            path = _resolve(config, f"{path}.{self.worker_id}" if self.worker_id else path)
+            self.progress = Progress(path, budget=self.budget)
+            self.progress.write(force=True)
+
+    def pytest_collection_finish(self, session):
+        if self.budget is not None:
+            self.budget.items_total = len(session.items)
+        if self.progress is not None:
+            self.progress.tests_total = len(session.items)
+            self.progress.write(force=True)
+
+    # ------------------------------------------------------------------ each test
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        self.timer.maybe_install()
+        self.item = ItemStats(item.nodeid)
+        if self.budget is not None:
+            self.budget.start_item()
+            wrap_inner_test(getattr(item, "obj", None), lambda: self.budget)
+        if self.progress is not None:
+            self.progress.current = item.nodeid
+            self.progress.write(force=True)
+        failed = False
+        try:
+            return (yield)
+        except FuzzTimeUp:
+            self.budget.cut += 1
+            return None
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            stats, self.item = self.item, None
+            self.timer.maybe_install()
+            if stats.examples or stats.props:
+                item.user_properties.extend(stats.user_properties())
+            repro_dir = item.config.getoption("ssd_repro_dir")
+            if failed and repro_dir and stats.last_failure is not None:
+                self._save_reproducer(item, stats.last_failure, repro_dir)
+            if self.progress is not None:
+                self.progress.tests_done += 1
+                self.progress.failed_tests += int(failed)
+                self.progress.current = ""
+                self.progress.write(force=True)
+
+    def _save_reproducer(self, item, result, repro_dir: str) -> None:
+        from ssdcheck_plugin import repro
+        try:
+            meta = {"host": os.uname().nodename, "device": self.device, "nodeid": item.nodeid}
+            path = repro.write(result, _resolve(item.config, repro_dir),
+                               impl_spec=_impl_spec(item.config, result.impl), meta=meta)
+        except Exception as e:  # a reproducer that cannot be written must not hide the failure itself
+            item.add_report_section("call", "ssdcheck", f"could not save a reproducer: {type(e).__name__}: {e}")
+            return
+        item.user_properties.append(("ssd_reproducer", str(path)))
+        item.add_report_section("call", "ssdcheck reproducer",
+                                f"saved {path}\nre-run exactly this check: {repro.replay_command(path)}")
+
+    def pytest_runtest_logreport(self, report):
+        """Per-test verdicts, where the reports arrive (the controller under xdist)."""
+        if not self.is_controller:
+            return
+        t = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "passed",
+                                                  "duration": 0.0, "call_duration": 0.0, "properties": {}})
+        t["duration"] = round(t["duration"] + report.duration, 6)
+        if report.when == "call":
+            t["call_duration"] = round(report.duration, 6)
+            for k, v in report.user_properties:
+                t["properties"][k] = v
+                if k == "ssd_reproducer":
+                    self.reproducers.append({"nodeid": report.nodeid, "path": v})
+        if report.failed:
+            t["outcome"] = "failed" if report.when == "call" else "error"
+        elif report.skipped and t["outcome"] == "passed":
+            t["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+
+    # ------------------------------------------------------------------ xdist: workers -> controller
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        out = getattr(node, "workeroutput", {}).get("ssdcheck")
+        if out is None:
+            return
+        self.aggregate.merge_dict(out["aggregate"])
+        self.timer_merged = gpu.CompileTimer.merge(self.timer_merged, out["timer"])
+        self.devices[node.workerinput["workerid"]] = out["device"]
+        self.profile = out.get("profile") or self.profile
+        self.worker_count += 1
+
+    # ------------------------------------------------------------------ finish
+    def pytest_sessionfinish(self, session, exitstatus):
+        config = self.config
+        if self.progress is not None:
+            self.progress.write(force=True)
+        if not self.is_controller:
+            config.workeroutput["ssdcheck"] = {"aggregate": self.aggregate.to_dict(), "timer": self.timer.to_dict(),
+                                               "device": self.device, "profile": self.profile}
+            return
+        status = int(exitstatus)
+        baseline = config.getoption("ssd_baseline")
+        if baseline:
+            regressions, notes = gate_mod.compare_rows(
+                self.aggregate.rows, gate_mod.load_baseline(_resolve(config, baseline)),
+                max_growth=config.getoption("ssd_max_growth"), growth_floor=config.getoption("ssd_growth_floor"),
+                metrics=_metrics(config))
+            self.gate_regressions = regressions
+            self.gate = {"baseline": baseline, "max_growth": config.getoption("ssd_max_growth"),
+                         "growth_floor": config.getoption("ssd_growth_floor"), "metrics": list(_metrics(config)),
+                         "passed": not regressions, "regressions": [r.to_dict() for r in regressions],
+                         "notes": notes}
+            if regressions and status == 0:
+                session.exitstatus = status = gate_mod.EXIT_GATE
+        path = config.getoption("ssd_report")
+        if path:
+            self.report_path = _resolve(config, path)
+            self.report_path.parent.mkdir(parents=True, exist_ok=True)
+            report = self.build_report(status)
+            self.report_path.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
+
+    def build_report(self, status: int) -> dict:
+        from ssdcheck_plugin import meta
+        timer = self.timer_merged if self.worker_count else self.timer.to_dict()
+        tests = sorted(self.tests.values(), key=lambda t: t["nodeid"])
+        counts: dict[str, int] = {}
+        for t in tests:
+            counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
+        call_s = sum(t["call_duration"] for t in tests)
+        m = meta.collect(self.config, profile=self.profile)
+        m["xdist"] = {"workers": self.worker_count, "devices": self.devices} if self.worker_count else None
+        m["device"] = self.device
+        m["compile_cache"] = self.compile_cache
+        m["timing"] = {"session_s": round(time.time() - self.t0, 3), "test_call_s": round(call_s, 3),
+                       "cutile_compile": timer,
+                       "run_s": round(call_s - timer.get("compile_s", 0.0), 3) if timer.get("measured") else None}
+        m["fuzz"] = None if self.budget is None else {"deadline": self.budget.deadline,
+                                                      "tests_cut_by_budget": self.budget.cut}
+        examples, failures = self.aggregate.totals()
+        worst, worst_key = self.aggregate.worst()
+        data = self.aggregate.to_dict()
+        tallies: dict[str, dict] = {}
+        for e in data["props"]:
+            t = tallies.setdefault(e["impl"], {"examples": 0, "features": {}})
+            t["examples"] += e["examples"]
+            for f, n in e["tally"].items():
+                t["features"][f] = t["features"].get(f, 0) + n
+        for t in tallies.values():
+            t["fraction"] = {f: round(n / max(t["examples"], 1), 4) for f, n in t["features"].items()}
+        return {
+            "schema": SCHEMA,
+            "meta": m,
+            "summary": {"exitstatus": status, "tests": counts, "examples": examples, "failures": failures,
+                        "worst_share": num(worst), "worst": list(worst_key) if worst_key else None,
+                        "gate_passed": None if self.gate is None else self.gate["passed"]},
+            "results": data["rows"],
+            "properties": data["props"],
+            "tallies": tallies,
+            "tests": tests,
+            "reproducers": self.reproducers,
+            "gate": self.gate,
+        }
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if not self.is_controller:
+            return
+        tr = terminalreporter
+        if self.reproducers:
+            tr.section("ssdcheck reproducers")
+            for r in self.reproducers:
+                tr.write_line(f"{r['nodeid']}: python -m ssdcheck_fuzz replay {r['path']}")
+        if self.gate is not None:
+            regs, g = self.gate_regressions, self.gate
+            tr.section("ssdcheck gate", red=bool(regs), green=not regs)
+            tr.write_line(f"baseline {g['baseline']}: max growth {g['max_growth']:g}x on {', '.join(g['metrics'])} "
+                          f"(ignoring errors under {100 * g['growth_floor']:g}% of their tolerance)")
+            for r in regs:
+                tr.write_line("REGRESSION " + r.message(g["max_growth"]), red=True)
+            for n in g["notes"][:20]:
+                tr.write_line("note: " + n)
+            if len(g["notes"]) > 20:
+                tr.write_line(f"note: ... and {len(g['notes']) - 20} more")
+            if regs:
+                tr.write_line(f"gate FAILED: {len(regs)} worst error(s) grew by more than {g['max_growth']:g}x "
+                              f"(exit {gate_mod.EXIT_GATE} unless tests failed)", red=True)
+            else:
+                tr.write_line("gate passed: no worst error grew beyond the allowed factor", green=True)
+        if self.report_path is not None:
+            examples, failures = self.aggregate.totals()
+            worst, key = self.aggregate.worst()
+            where = f" at {' '.join(key)}" if key else ""
+            tr.write_line(f"ssdcheck report: {self.report_path} ({examples} examples, {failures} failing, "
+                          f"worst share {'inf' if math.isinf(worst) else f'{worst:.3g}'}{where})")
