@@ -75,14 +75,27 @@ BENCH = [
 def bench_variants():
     """(label, {kernel: Config}) alternatives timed on the first bench shape."""
     from kernels.cutile.dispatch import Config
-    v = [("table", {})]
-    for occ in (1, 2):
-        v.append((f"scan-BN128-occ{occ}", {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", 128)), occ)}))
-    v.append(("scan-BN64", {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", 64)))}))
-    for bp, bn, occ in ((64, 32, None), (64, 128, None), (64, 64, 2)):
-        v.append((f"state-BP{bp}-BN{bn}-occ{occ}",
-                  {"chunk_state": Config((("BL", 64), ("BP", bp), ("BN", bn)), occ)}))
-    return v
+
+    def st(bp=64, bn=64, pf=1, lat=0, occ=2):
+        return {"chunk_state": Config((("BL", 64), ("BP", bp), ("BN", bn), ("PF", pf), ("LAT", lat)), occ)}
+
+    def sc(bn=128, lat=0, occ=2):
+        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat)), occ)}
+
+    return [
+        ("table", {}),
+        ("state-PF0-occ2", st(pf=0)),
+        ("state-PF1-occ3", st(occ=3)),
+        ("state-PF1-occ4", st(occ=4)),
+        ("state-PF1-BN128-occ2", st(bn=128)),
+        ("state-PF1-LAT4-occ2", st(lat=4)),
+        ("state-PF1-BN32-occ4", st(bn=32, occ=4)),
+        ("scan-BN128-occ3", sc(occ=3)),
+        ("scan-BN128-occ4", sc(occ=4)),
+        ("scan-BN64-occ2", sc(bn=64)),
+        ("scan-BN64-occ4", sc(bn=64, occ=4)),
+        ("scan-BN128-LAT4-occ2", sc(lat=4)),
+    ]
 
 
 def make_inputs(case, device, seed):
@@ -293,26 +306,25 @@ def check_special(impl, device):
     return rows
 
 
-def warm_bench(impl, device):
-    """Run every bench variant once on the first bench shape (compiles land in the disk cache)."""
+def warm_bench(impl, device, which):
+    """Run bench variant `which` once on the first bench shape (its compile lands in the disk cache)."""
     from kernels.cutile import launcher
-    rows = []
     label, b, l, h, p, n, g, chunk, _ = BENCH[0]
     args, kw = bench_inputs(b, l, h, p, n, g, device)
-    for vname, ov in bench_variants():
-        launcher._OVERRIDE.clear()
-        launcher._OVERRIDE.update(ov)
-        t0 = time.time()
-        try:
-            impl_info(impl).fn(*args, chunk, **kw)
-            torch.cuda.synchronize()
-            rows.append(dict(case="warm", output=vname, err=0, yard=0, budget=0, finite=True, status="PASS",
-                             note=f"{time.time() - t0:.1f}s"))
-        except Exception as e:  # noqa: BLE001
-            rows.append(dict(case="warm", output=vname, err=1, yard=0, budget=0, finite=True, status="FAIL",
-                             note=f"{type(e).__name__}: {str(e)[:300]}"))
+    vname, ov = bench_variants()[which]
     launcher._OVERRIDE.clear()
-    return rows
+    launcher._OVERRIDE.update(ov)
+    t0 = time.time()
+    try:
+        impl_info(impl).fn(*args, chunk, **kw)
+        torch.cuda.synchronize()
+        return [dict(case="warm", output=vname, err=0, yard=0, budget=0, finite=True, status="PASS",
+                     note=f"{time.time() - t0:.1f}s")]
+    except Exception as e:  # noqa: BLE001
+        return [dict(case="warm", output=vname, err=1, yard=0, budget=0, finite=True, status="FAIL",
+                     note=f"{type(e).__name__}: {str(e)[:300]}")]
+    finally:
+        launcher._OVERRIDE.clear()
 
 
 def bench_inputs(b, l, h, p, n, g, device, dtype=torch.bfloat16):
@@ -361,18 +373,21 @@ def run_bench(impl, device, log):
                 pms = tt.do_bench(pf, warmup=30, rep=200, return_mode="median")
                 rows.append(dict(shape=label, variant=pname, ms=pms))
                 log(f"bench {label:32s} {pname:12s} {pms:.4f} ms")
+            y_table = fn()
             for vname, ov in bench_variants()[1:]:
                 launcher._OVERRIDE.clear()
                 launcher._OVERRIDE.update(ov)
                 try:
-                    fn()
+                    y_v = fn()
+                    dv = max(rel(y_v[0], y_table[0]), rel(y_v[1], y_table[1]))
                     vms = tt.do_bench(fn, warmup=30, rep=200, return_mode="median")
                     if "chunk_scan" in ov:
                         kms = tt.do_bench(parts["k3-scan"], warmup=30, rep=200, return_mode="median")
                     else:
                         kms = tt.do_bench(parts["k2-state"], warmup=30, rep=200, return_mode="median")
-                    rows.append(dict(shape=label, variant=vname, ms=vms, kernel_ms=kms))
-                    log(f"bench {label:32s} {vname:24s} total {vms:.4f} ms  kernel {kms:.4f} ms")
+                    rows.append(dict(shape=label, variant=vname, ms=vms, kernel_ms=kms, rel_vs_table=dv))
+                    log(f"bench {label:32s} {vname:24s} total {vms:.4f} ms  kernel {kms:.4f} ms  "
+                        f"rel vs table {dv:.1e}")
                 except Exception as e:  # noqa: BLE001
                     log(f"bench {label:32s} {vname:24s} FAILED {type(e).__name__}: {str(e)[:200]}")
                 finally:
@@ -393,7 +408,7 @@ def worker(args):
             elif kind == "special":
                 rows += check_special(args.impl, args.device)
             elif kind == "warm":
-                rows += warm_bench(args.impl, args.device)
+                rows += warm_bench(args.impl, args.device, idx)
         except Exception as e:  # noqa: BLE001
             rows.append(dict(case=f"{kind}:{idx}", output="EXCEPTION", err=1.0, yard=0, budget=0, finite=False,
                              status="FAIL", note=f"{type(e).__name__}: {str(e)[:1500]}"))
@@ -439,7 +454,7 @@ def main():
     if args.device == "cuda":
         jobs += [("special", 0)]
         if not args.no_bench:
-            jobs = [("warm", 0)] + jobs
+            jobs = [("warm", i) for i in range(len(bench_variants()))] + jobs
     nw = max(1, min(args.workers, len(jobs)))
     shards = [jobs[i::nw] for i in range(nw)]
     t0 = time.time()
@@ -493,6 +508,7 @@ def main():
     for r in bench_rows:
         log(f"BENCH {r['shape']:32s} {r['variant']:26s} {r['ms']:.4f} ms"
             + (f"  kernel {r['kernel_ms']:.4f}" if "kernel_ms" in r else "")
+            + (f"  rel-vs-table {r['rel_vs_table']:.1e}" if "rel_vs_table" in r else "")
             + (f"  (tilegym {r['tilegym_ms']})" if r.get("tilegym_ms") else ""))
     return 1 if nfail else 0
 

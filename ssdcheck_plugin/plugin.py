@@ -313,7 +313,8 @@ class SSDState:
             counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
         call_s = sum(t["call_duration"] for t in tests)
         m = meta.collect(self.config, profile=self.profile)
-        m["xdist"] = {"workers": self.worker_count, "devices": self.devices} if self.worker_count else None
+        m["xdist"] = ({"workers": self.worker_count, "devices": dict(sorted(self.devices.items()))}
+                      if self.worker_count else None)
         m["device"] = self.device
         m["compile_cache"] = self.compile_cache
         m["timing"] = {"session_s": round(time.time() - self.t0, 3), "test_call_s": round(call_s, 3),

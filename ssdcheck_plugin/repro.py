@@ -153,6 +153,7 @@ def replay(path: str | Path, impl_spec: str | None = None, *, out=print) -> int:
                f"share {_share(r['share'])})") if r else ""
         out(f"  {c.output}: {'ok' if c.passed else 'FAILED'}, max_abs {c.max_abs:.4g}, "
             f"share {_share(c.share)}{was}")
+    out(f"  through pytest: {data['pytest']}")
     if result.passed:
         out("PASSED: the check passes now")
         return 0

@@ -54,17 +54,18 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-# First matching rule wins.
+# First matching rule wins. Occupancy 2 measured best on an H200 (bf16, b8 l2048 h32 p64 n128):
+# chunk_scan 0.345 -> 0.193 ms, chunk_state 0.314 -> 0.208 ms against the compiler's default.
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
     ),
     "chunk_state": (
-        Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),
+        Rule("always", _always, Config(_c(BL=64, BP=64, BN=64, PF=1, LAT=0), occupancy=2)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64))),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128))),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0), occupancy=2)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0), occupancy=2)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

@@ -79,15 +79,24 @@ def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
 
 # --------------------------------------------------------------------------- 2. chunk state + passing
 
+def _lat(LAT):
+    """Load latency hint from a constant: 0 lets the compiler choose."""
+    return ct.static_eval(None if LAT == 0 else LAT)
+
+
 @ct.kernel
 def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
-                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
+                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
+                       PF: ct.Constant[int], LAT: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b).
 
     x (b,l,h,p), Bm (b,l,g,n) in the input dtype; dtc, cs (b,h,Lpad) fp32; init (b,h,p,n) fp32;
     seq_idx (b,l) int32; states (b,nchunks,h,p,n) in the state dtype; final (b,h,p,n) fp32.
-    The state is carried in fp32 registers; states[:, c] is the state entering chunk c.
+    One sequential loop over the BL-token tiles of the sequence; the state is carried in fp32
+    registers; at each chunk's first tile the state entering the chunk is stored (states[:, c]) and
+    then decayed to the chunk end (or dropped on a sequence change). With PF=1 the next tile's
+    operands are loaded one iteration ahead, so their latency overlaps this tile's product.
     """
     tile = ct.bid(0)
     hh = ct.bid(1)
@@ -97,36 +106,55 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
     nt = tile % n_ntiles
     g = hh // heads_per_group
     n_sub = chunk_size // BL
+    ntiles = ct.cdiv(seqlen, BL)
 
     state = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
         state = ct.load(init, (b, hh, pt, nt), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
     seq_prev = ct.full((), 0, ct.int32)            # initial_states belong to sequence 0
-    for c in range(nchunks):
-        ct.store(states, (b, c, hh, pt, nt), state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
-        t_end = ct.minimum(c * chunk_size + chunk_size, seqlen) - 1     # last valid token
-        cs_last = ct.load(cs, (b, hh, t_end), shape=())
-        seq_last = ct.full((), 0, ct.int32)
-        if has_seq != 0:
-            seq_last = ct.load(seq_idx, (b, t_end), shape=())
-        # reset (select, not multiply, so a NaN state does not cross a sequence boundary)
-        state = ct.where(seq_last == seq_prev, state * ct.exp2(cs_last), 0.0)
-        seq_prev = seq_last
-        n_valid = ct.minimum(n_sub, ct.cdiv(seqlen - c * chunk_size, BL))
-        for s in range(n_valid):
-            blk = c * n_sub + s
-            pos = blk * BL + ct.arange(BL, dtype=ct.int32)
-            dts = ct.load(dtc, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
-            css = ct.load(cs, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
-            keep = pos < seqlen
+    seq_last = ct.full((), 0, ct.int32)
+    cs_last = ct.full((), 0.0, ct.float32)
+    # operands of tile 0 (PF=1 carries the next tile's operands across iterations)
+    xs = ct.load(x, (b, 0, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
+    bs = ct.load(Bm, (b, 0, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
+    dts = ct.load(dtc, (b, hh, 0), shape=(1, 1, BL)).reshape((BL,))
+    css = ct.load(cs, (b, hh, 0), shape=(1, 1, BL)).reshape((BL,))
+    for t in range(ntiles):
+        c = t // n_sub
+        if t % n_sub == 0:
+            ct.store(states, (b, c, hh, pt, nt), state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
+            t_end = ct.minimum(c * chunk_size + chunk_size, seqlen) - 1     # last valid token
+            cs_last = ct.load(cs, (b, hh, t_end), shape=())
             if has_seq != 0:
-                seqs = ct.load(seq_idx, (b, blk), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
-                keep = keep & (seqs == seq_last)
-            w = ct.where(keep, ct.exp2(cs_last - css) * dts, 0.0)
-            xs = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
-            bs = ct.load(Bm, (b, blk, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-            bw = (bs.astype(ct.float32) * w[:, None]).astype(x.dtype)
-            state = ct.mma(ct.transpose(xs), bw, state)
+                seq_last = ct.load(seq_idx, (b, t_end), shape=())
+            # select, not multiply, so a NaN state does not cross a sequence boundary
+            state = ct.where(seq_last == seq_prev, state * ct.exp2(cs_last), 0.0)
+            seq_prev = seq_last
+        if PF == 0:
+            if t > 0:
+                xs = ct.load(x, (b, t, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                             latency=_lat(LAT)).reshape((BL, BP))
+                bs = ct.load(Bm, (b, t, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                             latency=_lat(LAT)).reshape((BL, BN))
+                dts = ct.load(dtc, (b, hh, t), shape=(1, 1, BL)).reshape((BL,))
+                css = ct.load(cs, (b, hh, t), shape=(1, 1, BL)).reshape((BL,))
+        xc, bc, dtc_t, csc = xs, bs, dts, css
+        if PF != 0:
+            if t + 1 < ntiles:
+                xs = ct.load(x, (b, t + 1, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                             latency=_lat(LAT)).reshape((BL, BP))
+                bs = ct.load(Bm, (b, t + 1, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                             latency=_lat(LAT)).reshape((BL, BN))
+                dts = ct.load(dtc, (b, hh, t + 1), shape=(1, 1, BL)).reshape((BL,))
+                css = ct.load(cs, (b, hh, t + 1), shape=(1, 1, BL)).reshape((BL,))
+        pos = t * BL + ct.arange(BL, dtype=ct.int32)
+        keep = pos < seqlen
+        if has_seq != 0:
+            seqs = ct.load(seq_idx, (b, t), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
+            keep = keep & (seqs == seq_last)
+        w = ct.where(keep, ct.exp2(cs_last - csc) * dtc_t, 0.0)
+        bw = (bc.astype(ct.float32) * w[:, None]).astype(x.dtype)
+        state = ct.mma(ct.transpose(xc), bw, state)
     ct.store(final, (b, hh, pt, nt), state.reshape((1, 1, BP, BN)))
 
 
@@ -135,7 +163,8 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 @ct.kernel
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
-                      BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
+                      BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
+                      LAT: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -144,6 +173,8 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
         y_i = sum_{j<=i, same seq} (C_i . B_j) 2^(cs_i - cs_j) dt_j x_j      (C B^T on chip)
             + [seq_i == seq at previous chunk end] 2^(cs_i) C_i . S_in
             + D x_i,   then  y *= silu(z)
+    The dstate loop computes C_i S_in^T and the diagonal score tile C_i B_i^T from one load of C_i;
+    the column tiles left of the diagonal (chunks longer than BL) follow.
     """
     nheads = x.shape[2]
     n_ptiles = ct.cdiv(x.shape[3], BP)
@@ -170,37 +201,49 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
             if c > 0:
                 seq_prev = ct.load(seq_idx, (b, c * chunk_size - 1), shape=())
 
-        # incoming state: C_i . S_in over dstate tiles
+        # one pass over dstate: C_i . S_in (incoming state) and C_i . B_i (diagonal scores)
         acc = ct.zeros((BL, BP), ct.float32)
+        cb = ct.zeros((BL, BL), ct.float32)
         for k in range(n_ktiles):
-            ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-            sk = ct.load(states, (b, c, hh, pt, k), shape=(1, 1, 1, BP, BN),
-                         padding_mode=ZERO).reshape((BP, BN))
+            ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                         latency=_lat(LAT)).reshape((BL, BN))
+            bk = ct.load(Bm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                         latency=_lat(LAT)).reshape((BL, BN))
+            sk = ct.load(states, (b, c, hh, pt, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
+                         latency=_lat(LAT)).reshape((BP, BN))
             acc = ct.mma(ck, ct.transpose(sk.astype(Cm.dtype)), acc)
+            cb = ct.mma(ck, ct.transpose(bk), cb)
         acc = ct.where((seq_i == seq_prev)[:, None], acc * ct.exp2(cs_i)[:, None], 0.0)
 
-        # intra-chunk: column tiles j = 0..m of this chunk (causal)
-        for j in range(m + 1):
+        # diagonal tile: causal mask within the tile
+        dt_i = ct.load(dtc, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
+        keep = (pos_i[:, None] >= pos_i[None, :]) & (pos_i < seqlen)[None, :]
+        if has_seq != 0:
+            keep = keep & (seq_i[:, None] == seq_i[None, :])
+        # select, so exp2 of a positive (masked) exponent never reaches the product
+        w = ct.where(keep, cb * ct.exp2(cs_i[:, None] - cs_i[None, :]) * dt_i[None, :], 0.0)
+        xi = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BP))
+        acc = ct.mma(w.astype(x.dtype), xi, acc)
+
+        # column tiles j < m of the same chunk (all causal; only the sequence mask applies)
+        for j in range(m):
             jb = c * n_sub + j
-            pos_j = jb * BL + ct.arange(BL, dtype=ct.int32)
-            cb = ct.zeros((BL, BL), ct.float32)
+            cbj = ct.zeros((BL, BL), ct.float32)
             for k in range(n_ktiles):
                 ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
                 bk = ct.load(Bm, (b, jb, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-                cb = ct.mma(ck, ct.transpose(bk), cb)
+                cbj = ct.mma(ck, ct.transpose(bk), cbj)
             cs_j = ct.load(cs, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
             dt_j = ct.load(dtc, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
-            keep = (pos_i[:, None] >= pos_j[None, :]) & (pos_j < seqlen)[None, :]
+            wj = cbj * ct.exp2(cs_i[:, None] - cs_j[None, :]) * dt_j[None, :]
             if has_seq != 0:
                 seq_j = ct.load(seq_idx, (b, jb), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
-                keep = keep & (seq_i[:, None] == seq_j[None, :])
-            # select, so exp2 of a positive (masked) exponent never reaches the product
-            w = ct.where(keep, cb * ct.exp2(cs_i[:, None] - cs_j[None, :]) * dt_j[None, :], 0.0)
+                wj = ct.where(seq_i[:, None] == seq_j[None, :], wj, 0.0)
             xj = ct.load(x, (b, jb, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
-            acc = ct.mma(w.astype(x.dtype), xj, acc)
+            acc = ct.mma(wj.astype(x.dtype), xj, acc)
 
         if has_d != 0:
-            xi = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
             dv = ct.load(D, (hh, pt), shape=(1, BP), padding_mode=ZERO)
             acc = acc + xi.astype(ct.float32) * dv
         if has_z != 0:
@@ -253,4 +296,4 @@ def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
             st = ct.load(states, (0, c, hh, pt, nt), shape=(1, 1, 1, BP, BN),
                          padding_mode=ZERO).reshape((BP, BN))
             acc = acc + st.astype(ct.float32) * ct.exp2(cs_last)
-    ct.store(out, (sid, hh, pt, nt), acc.reshape((1, 1, BP, BN)))
+    ct.store(out, (sid, hh, pt, nt), acc.reshape((1, 1, BP, BN)).astype(out.dtype))
