@@ -1,0 +1,177 @@
+"""The race's arithmetic, groups, runner and report, on the CPU (the race itself needs a GPU)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench import merge, race, roofline
+from bench.shapes import CHUNKS, GROUPS, ORDER, SEQS, Shape, grid
+
+KNOWN = Shape(batch=8, seqlen=2048, nheads=32, dstate=128, ngroups=1)   # the README's measured shape
+
+
+# ---------------------------------------------------------------- floors and FLOPs on a known shape
+
+def test_io_bytes_of_a_known_shape():
+    x = y = 8 * 2048 * 32 * 64 * 2          # bf16
+    dt = 8 * 2048 * 32 * 4                  # fp32
+    bc = 2 * 8 * 2048 * 1 * 128 * 2
+    a = d = 32 * 4
+    assert roofline.io_bytes(KNOWN) == x + y + dt + bc + a + d == 144_703_744
+    assert roofline.input_bytes(KNOWN) == 144_703_744 - y
+
+
+def test_state_bytes_and_floors_of_a_known_shape():
+    st = roofline.state_bytes(KNOWN, 64, 2)
+    assert st == 8 * 32 * 32 * 64 * 128 * 2 == 134_217_728        # b * nchunks * h * p * n * bf16
+    assert roofline.state_bytes(KNOWN, 256, 4) == 8 * 8 * 32 * 64 * 128 * 4
+    io_ms, st_ms = roofline.floors_ms(KNOWN, 64, 2, copy_GBps=4000.0)
+    assert io_ms == pytest.approx(144_703_744 / 4e9)
+    assert st_ms == pytest.approx((144_703_744 + 2 * 134_217_728) / 4e9)
+
+
+def test_flops_of_a_known_shape():
+    L, p, n, h, g = 64, 64, 128, 32, 1
+    per_chunk = h * (2 * L * p * n + 2 * L * p * n + 2 * L * L * p) + g * 2 * L * L * n
+    assert roofline.flops(KNOWN, 64) == 8 * 32 * per_chunk == 21_743_271_936
+    grouped = Shape(2, 100, 16, 64, ngroups=8)                # a partial last chunk counts whole
+    L = 128
+    assert roofline.nchunks(100, 128) == 1
+    assert roofline.flops(grouped, 128) == 2 * (16 * (4 * L * 64 * 64 + 2 * L * L * 64) + 8 * 2 * L * L * 64)
+
+
+def test_metrics_are_rates_against_the_ceilings():
+    m = roofline.metrics(KNOWN, 64, ms=0.5, state_elem_bytes=2, copy_GBps=4000.0, matmul_TFLOPs=800.0)
+    assert m["TFLOPs"] == pytest.approx(21_743_271_936 / 0.5e-3 / 1e12)
+    assert m["frac_matmul"] == pytest.approx(m["TFLOPs"] / 800.0)
+    assert m["io_GBps"] == pytest.approx(144_703_744 / 0.5e-3 / 1e9)
+    assert m["x_floor_states"] == pytest.approx(0.5 / m["floor_states_ms"])
+
+
+# ---------------------------------------------------------------- shapes and groups
+
+def test_the_grid_covers_the_issue_and_the_groups_cover_the_grid():
+    shapes = grid()
+    assert len(set(shapes)) == 60
+    assert {s.nheads for s in shapes} == {32, 64} and {s.dstate for s in shapes} == {64, 128, 256}
+    assert {s.ngroups for s in shapes} == {1, 8} and {s.headdim for s in shapes} == {64}
+    assert SEQS[0] == (8, 2048) and SEQS[-1] == (2, 65536)
+    covered = {s for name in ORDER for s in GROUPS[name].shapes}
+    assert set(shapes) <= covered
+    tilegym = {sid for name in ORDER for sid in GROUPS[name].tilegym_shapes}
+    assert len(tilegym) >= 6
+    for name in ORDER:
+        g = GROUPS[name]
+        assert 0 < g.est_min <= 9.5, name              # a 10-minute command, with margin
+        for s in g.shapes:
+            if g.runs("tilegym", s):                   # only shapes TileGym supports
+                assert s.nheads % 4 == 0 and all(s.seqlen % c == 0 for c in g.chunks_for("tilegym"))
+    assert all(c in CHUNKS for name in ORDER for impl in GROUPS[name].impls for c in GROUPS[name].chunks_for(impl))
+
+
+def test_every_shape_is_larger_than_l2():
+    for s in grid():
+        assert s.batch * s.seqlen * s.nheads * s.headdim * 2 > 50 * 2**20, s.id
+
+
+def test_race_cli_lists_groups_and_guards_its_preconditions(capsys, monkeypatch):
+    assert race.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ORDER)
+    monkeypatch.setenv("TILEGYM_DISABLE_AUTOTUNE", "1")
+    assert race.main(["--group", "smoke", "--out", "unused"]) == 2
+    assert "TILEGYM_DISABLE_AUTOTUNE is set" in capsys.readouterr().err
+
+
+def test_parse_chunk_overrides():
+    assert race._parse_chunks("tilegym=64+128,cutile=256") == {"tilegym": (64, 128), "cutile": (256,)}
+
+
+# ---------------------------------------------------------------- the runner end to end, on the CPU
+
+def test_runner_on_cpu_writes_what_merge_reads(tmp_path):
+    from bench.shapes import Group
+    shapes = (Shape(2, 128, 4, 16, 2, headdim=16, dtype="float32"), Shape(1, 64, 4, 16, 1, headdim=16, dtype="float32"))
+    impls = ("torch-ref", "kernels.torch_ref:INFO", "no.such.module:fn")
+    group = Group("cpu", shapes, impls, chunks={"torch-ref": (64,), "kernels.torch_ref:INFO": (64,)})
+    out = tmp_path / "cpu.json"
+    runner = race.Runner(group, impls, str(out), budget_s=120, device="cpu", baseline="torch-ref",
+                         ceilings={"copy_bytes": 2**20, "mm_n": 64})
+    runner.run(shapes)
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == race.SCHEMA and doc["complete"] and doc["aborted"] is None
+    assert doc["ceilings"]["copy_GBps"] > 0 and doc["ceilings"]["matmul_TFLOPs"] > 0
+    rec = doc["shapes"][0]
+    ref = rec["impls"]["torch-ref"]
+    assert ref["status"] == "ok" and ref["best_chunk"] == 64 and ref["ok"]
+    c = ref["chunks"]["64"]
+    assert c["err_f64_small"] < 1e-4 and c["err_vs_anchor"] == 0.0 and c["ms"] > 0
+    assert rec["impls"]["no.such.module:fn"]["status"] == "unavailable"
+    assert rec["speedup"]["torch-ref"] == 1.0 and "kernels.torch_ref:INFO" in rec["speedup"]
+    assert rec["input_sets"] > 1                                   # tiny inputs: rotated sets
+    assert "torch-ref" in race.summary_table(doc)
+
+    assert merge.main([str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "bench.md").read_text()
+    assert shapes[0].label in md and "kernels.torch_ref:INFO" in md and "no.such.module:fn" in md
+
+
+# ---------------------------------------------------------------- merge and plot on synthetic results
+
+def _doc(group, started, results, ceilings=None):
+    """A bench.race JSON: results = [(shape, {impl: ms or None (failed)}, ok)]."""
+    shapes = []
+    for shape, by_impl, ok in results:
+        impls = {}
+        for impl, ms in by_impl.items():
+            if ms is None:
+                impls[impl] = {"status": "failed", "chunks": {"64": {"status": "failed", "reason": "boom"}}}
+                continue
+            impls[impl] = {"status": "ok", "best_chunk": 64, "ms": ms, "ok": ok, "first_call_s": 2.0,
+                           "state_elem_bytes": 2,
+                           "chunks": {"64": {"status": "ok", "ms": ms, "ms_p20": ms * 0.99, "ms_p80": ms * 1.01,
+                                             "err_f64_small": 3e-3, "err_vs_anchor": 5e-3, "anchor": "mamba-ssm cs64"}}}
+        base = impls.get("mamba-ssm", {}).get("ms")
+        rec = {"shape": shape.as_dict(), "id": shape.id, "label": shape.label, "impls": impls}
+        if base:
+            rec["speedup"] = {i: base / e["ms"] for i, e in impls.items() if e["status"] == "ok"}
+        shapes.append(rec)
+    return {"schema": race.SCHEMA, "group": group, "started": started, "complete": True, "aborted": None,
+            "elapsed_s": 100.0, "env": {"gpu": "NVIDIA H200", "torch": "2.11.0"},
+            "ceilings": ceilings or {"copy_GBps": 4300.0, "matmul_TFLOPs": 780.0}, "shapes": shapes}
+
+
+def test_merge_writes_tables_plot_and_notes(tmp_path):
+    s1, s2, s3 = Shape(8, 2048, 32, 128, 1), Shape(2, 32768, 32, 128, 1), Shape(8, 2048, 64, 64, 8)
+    a = _doc("n128", "2026-11-30T01:00:00+00:00",
+             [(s1, {"mamba-ssm": 0.45, "cutile": 0.30}, True), (s2, {"mamba-ssm": 4.0, "cutile": None}, True)])
+    b = _doc("tg128", "2026-11-30T02:00:00+00:00",
+             [(s1, {"mamba-ssm": 0.46, "tilegym": 0.168, "cutile": 0.31}, True)])
+    c = _doc("n64", "2026-11-30T03:00:00+00:00", [(s3, {"mamba-ssm": 1.0, "cutile": 2.0}, False)])
+    (tmp_path / "runs").mkdir()
+    for d in (a, b, c):
+        (tmp_path / "runs" / f"{d['group']}.json").write_text(json.dumps(d))
+    (tmp_path / "runs" / "other.json").write_text('{"not": "ours"}')
+    assert merge.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "bench.md").read_text()
+    assert "## dstate 64" in md and "## dstate 128" in md
+    row = next(line for line in md.splitlines() if line.startswith("| 8x2K") and "| tilegym |" in line)
+    assert f"| {0.46 / 0.168:.2f} |" in row                         # speedup from the same run (tg128)
+    assert "**NO**" in md                                           # the failed check is visible
+    assert "b2-l32768-h32-p64-n128-g1 cutile [n128]: failed" in md  # what did not run, and why
+    assert "## Repeated measurements" in md and "n128: 0.450, tg128: 0.460" in md
+    merged = json.loads((tmp_path / "out" / "merged.json").read_text())
+    assert len(merged["runs"]) == 3
+    assert {(r["id"], r["impl"]) for r in merged["rows"]} >= {(s1.id, "tilegym"), (s2.id, "mamba-ssm")}
+    row = next(r for r in merged["rows"] if r["id"] == s1.id and r["impl"] == "tilegym")
+    assert row["flops"] == roofline.flops(s1, 64) and math.isclose(row["ms"], 0.168)
+    pytest.importorskip("matplotlib")
+    png = (tmp_path / "out" / "speedup.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and "speedup.png" in md
+
+
+def test_merge_without_results_fails_clearly(tmp_path, capsys):
+    assert merge.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "no ssdcheck-bench/1 JSON" in capsys.readouterr().err
