@@ -1,0 +1,499 @@
+"""Run the property suite against every mutant of a catalog and report the mutation score.
+
+    python -m mutation.run --catalog torch_ref [--only ID ...] [--budget-s 60] [--jobs 2]
+                           [--json out.json] [--md out.md] [--matrix] [--list] [--check]
+
+For each mutant: copy the repository (tracked plus untracked-not-ignored files; no .git or caches) to a
+fresh temporary directory, apply the mutant there, and run the users' own command
+
+    python -m pytest tests/test_properties.py --impl <impl> --hypothesis-profile=mutant -x -q
+           -p no:cacheprovider -p mutation.count_plugin
+
+in its own process group, killed when it runs past --budget-s. The outcome:
+
+    killed             pytest exit 1 and a test failed in its call phase (the property that failed, the
+                       examples it ran up to the failing one, the seconds the whole run took)
+    survived           pytest exit 0: every property held
+    survived (timeout) still running after --budget-s
+    invalid            anything else (import or collection error, a fixture error, exit 2-5): counts
+                       neither way, and means the mutant or the catalog is broken
+
+score = killed / (killed + survived), equivalent mutants (declared in the catalog) left out. The
+unmutated tree runs first as a baseline; if the suite fails there, nothing else means anything.
+--matrix drops -x and records every property that kills each mutant (slower).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mutation.catalog import Catalog, Mutant, check_catalog, load_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_FILE = "tests/test_properties.py"
+SKIP_PARTS = {".git", ".hypothesis", ".pytest_cache", "__pycache__", ".ssdcheck-cache"}
+
+
+@dataclass
+class Outcome:
+    id: str
+    status: str                  # killed | survived | survived (timeout) | invalid | equivalent | baseline
+    category: str = ""
+    description: str = ""
+    killed_by: str | None = None          # test function name of the first failing test
+    killers: list = field(default_factory=list)   # with --matrix: every failing test
+    examples: int | None = None           # examples of the killing test up to the failing one
+    examples_total: int | None = None     # examples over all tests the run executed
+    seconds: float = 0.0                  # wall time of the pytest process
+    error: str | None = None              # the failure (or why the mutant is invalid)
+    problem: str | None = None            # SSDProblem(...) of the killing example
+    returncode: int | None = None
+    equivalent: str | None = None
+
+    @property
+    def killed(self) -> bool:
+        return self.status == "killed"
+
+    @property
+    def survived(self) -> bool:
+        return self.status.startswith("survived")
+
+
+# ---------------------------------------------------------------- one run
+
+def source_files(root: Path) -> list[str]:
+    """Tracked and untracked-not-ignored files that exist (git's view of the working tree)."""
+    out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         check=True, capture_output=True).stdout.decode()
+    files = sorted({f for f in out.split("\0") if f})
+    return [f for f in files if not SKIP_PARTS.intersection(Path(f).parts) and (root / f).is_file()]
+
+
+def snapshot(root: Path, dest: Path) -> Path:
+    """Copy git's view of `root` to `dest` once, so every mutant starts from the same tree even while
+    others edit the working tree (a file that vanishes between listing and copying is skipped)."""
+    for f in source_files(root):
+        target = dest / f
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copy2(root / f, target)
+        except FileNotFoundError:
+            pass
+    return dest
+
+
+def pytest_args(impl: str, matrix: bool) -> list[str]:
+    """The users' own command (after `python -m pytest`), plus the counting plugin."""
+    args = [TEST_FILE, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
+            "-p", "mutation.count_plugin"]
+    return args if matrix else args + ["-x"]
+
+
+def pytest_command(impl: str, matrix: bool) -> list[str]:
+    return [sys.executable, "-m", "pytest", *pytest_args(impl, matrix)]
+
+
+def _child_env(tree: Path, report: Path, threads: int) -> dict:
+    """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "HYPOTHESIS_")) and k not in ("PYTHONPATH", "CI")}
+    env.update(PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1", SSDCHECK_MUTATION_REPORT=str(report),
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return env
+
+
+def _tail(text: str, n: int = 6) -> str:
+    return " | ".join(ln for ln in text.strip().splitlines()[-n:] if ln.strip())[:600]
+
+
+# Isolation. "process": every run is a fresh `python -m pytest ...` (the exact user command).
+# "fork": the runner imports torch, hypothesis and pytest once, then forks one child per run, which
+# drops every module of this repository, enters the mutated tree and calls pytest.main with the same
+# arguments. Same command, same process-per-mutant isolation, without paying the imports each time.
+HEAVY_MODULES = ("numpy", "torch", "torch.nn.functional", "hypothesis", "hypothesis.strategies", "pytest",
+                 "_hypothesis_pytestplugin")
+
+
+def warm_up(threads: int) -> None:
+    """Import the heavy third-party modules once, before forking (no torch op runs here, so no thread
+    pool exists yet; OpenBLAS is kept to `threads` so it starts no worker threads either)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+    for name in HEAVY_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int) -> None:
+    """In the forked child: become our own process group, enter `tree`, run pytest, exit with its status."""
+    code = 99
+    try:
+        os.setsid()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(tree)
+        os.environ.clear()
+        os.environ.update(env)
+        root = str(ROOT)
+        for name, mod in list(sys.modules.items()):
+            f = getattr(mod, "__file__", None) or ""
+            if name == "mutation" or name.startswith("mutation.") or name == "conftest" or f.startswith(root + os.sep):
+                del sys.modules[name]
+        sys.path[:] = [str(tree)] + [p for p in sys.path if p not in ("", ".", root) and not p.startswith(root + os.sep)]
+        importlib.invalidate_caches()
+        import torch
+        torch.set_num_threads(threads)
+        import pytest
+        code = int(pytest.main(args))
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+class _Running:
+    """One pytest run in flight, in its own process group."""
+
+    def __init__(self, tree: Path, env: dict, args: list[str], log: Path, threads: int, isolation: str):
+        self.start = time.monotonic()
+        self.returncode = None
+        if isolation == "fork":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _fork_child(tree, env, args, log, threads)
+            self.pid, self.proc = pid, None
+        else:
+            with open(log, "wb") as f:
+                self.proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=tree, env=env, stdout=f,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+            self.pid = self.proc.pid
+
+    def poll(self):
+        if self.returncode is None:
+            if self.proc is not None:
+                self.returncode = self.proc.poll()
+            else:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self):
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while self.poll() is None:
+            time.sleep(0.01)
+
+
+@dataclass
+class _Job:
+    mutant: Mutant | None
+    outcome: Outcome
+    tmp: Path
+    running: _Running | None = None
+
+
+def _prepare(mutant: Mutant | None, snap: Path, problems: list[str]) -> _Job:
+    """A fresh copy of the snapshot with the mutant applied; outcome already 'invalid' if it cannot be."""
+    mid = mutant.id if mutant else "(baseline)"
+    out = Outcome(id=mid, status="invalid", category=mutant.category if mutant else "",
+                  description=mutant.description if mutant else "the unmutated source",
+                  equivalent=mutant.equivalent if mutant else None)
+    tmp = Path(tempfile.mkdtemp(prefix=f"ssdcheck-mutant-{mid.strip('()')}-"))
+    mine = [p for p in problems if mutant is not None and p.split(":", 2)[1] == mutant.id]
+    if mine:
+        out.error = "; ".join(mine)
+        return _Job(mutant, out, tmp)
+    shutil.copytree(snap, tmp / "repo")
+    if mutant is not None:
+        try:
+            mutant.apply_to_tree(tmp / "repo")
+        except (ValueError, OSError) as e:
+            out.error = str(e).splitlines()[0]
+    return _Job(mutant, out, tmp)
+
+
+def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
+    out, r = job.outcome, job.running
+    out.seconds = round(time.monotonic() - r.start, 2)
+    out.returncode = r.returncode
+    log, report = job.tmp / "pytest.log", job.tmp / "report.json"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    try:
+        tests = json.loads(report.read_text())["tests"] if report.is_file() else {}
+    except (OSError, ValueError):
+        tests = {}
+    _classify(out, tests, text, timed_out, budget_s)
+    return out
+
+
+def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float = 60.0, jobs: int = 2,
+            matrix: bool = False, isolation: str = "fork", keep: bool = False, progress=None) -> list[Outcome]:
+    """Run every mutant in `todo` (None: the baseline), `jobs` at a time, in order of submission."""
+    threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    if isolation == "fork":
+        warm_up(threads)
+    args = pytest_args(impl, matrix)
+    pending, running, done = list(todo), [], {}
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, jobs):
+                i = len(todo) - len(pending)
+                job = _prepare(pending.pop(0), snap, list(problems))
+                if job.outcome.error:      # could not be applied: invalid without running
+                    done[i] = job.outcome
+                    if progress:
+                        progress(job.outcome)
+                    _cleanup(job, keep)
+                    continue
+                env = _child_env(job.tmp / "repo", job.tmp / "report.json", threads)
+                job.running = _Running(job.tmp / "repo", env, args, job.tmp / "pytest.log", threads, isolation)
+                running.append((i, job))
+            time.sleep(0.05)
+            for i, job in list(running):
+                timed_out = job.running.poll() is None and time.monotonic() - job.running.start > budget_s
+                if timed_out:
+                    job.running.kill()
+                if job.running.poll() is not None:
+                    running.remove((i, job))
+                    done[i] = _finish(job, timed_out, budget_s)
+                    if progress:
+                        progress(done[i])
+                    _cleanup(job, keep)
+    finally:
+        for _, job in running:
+            job.running.kill()
+            _cleanup(job, keep)
+    return [done[i] for i in range(len(todo))]
+
+
+def _cleanup(job: _Job, keep: bool) -> None:
+    if keep:
+        print(f"kept {job.tmp}", file=sys.stderr)
+    else:
+        shutil.rmtree(job.tmp, ignore_errors=True)
+
+
+def run_one(mutant: Mutant | None, impl: str, *, root: Path = ROOT, budget_s: float = 60.0, matrix: bool = False,
+            isolation: str = "fork", keep: bool = False) -> Outcome:
+    """Run the suite once on a fresh copy of `root` with `mutant` applied (None: the unmutated tree)."""
+    with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
+        snap = snapshot(root, Path(tmp) / "repo")
+        return execute([mutant], snap, impl, budget_s=budget_s, jobs=1, matrix=matrix, isolation=isolation,
+                       keep=keep)[0]
+
+
+def _test_name(nodeid: str) -> str:
+    return nodeid.split("::")[-1]
+
+
+def _classify(out: Outcome, tests: dict, text: str, timed_out: bool, budget_s: float) -> None:
+    out.examples_total = sum(t["examples"] for t in tests.values()) if tests else None
+    failed = [(nid, t) for nid, t in tests.items() if t["outcome"] == "failed"]
+    errored = [(nid, t) for nid, t in tests.items() if t["outcome"] == "error"]
+    if timed_out:
+        out.status = "survived (timeout)"
+        out.error = f"still running after {budget_s:g} s"
+    elif out.returncode == 0:
+        out.status = "survived"
+    elif out.returncode == 1 and failed:
+        nid, t = failed[0]
+        out.status = "killed"
+        out.killed_by = _test_name(nid)
+        out.killers = [_test_name(n) for n, _ in failed]
+        out.examples = t["first_failure"] or t["examples"]
+        out.error = t["error"]
+        out.problem = t["problem"]
+    else:
+        out.status = "invalid"
+        first = errored[0][1]["error"] if errored else None
+        out.error = f"pytest exit {out.returncode}: {first or _tail(text)}"
+
+
+# ---------------------------------------------------------------- a catalog
+
+@dataclass
+class Report:
+    catalog: str
+    impl: str
+    outcomes: list
+    baseline: Outcome | None
+    seconds: float
+    jobs: int
+    budget_s: float
+    matrix: bool
+    isolation: str = "fork"
+
+    def counted(self) -> list:
+        return [o for o in self.outcomes if o.equivalent is None and o.status != "invalid"]
+
+    @property
+    def killed(self) -> list:
+        return [o for o in self.outcomes if o.equivalent is None and o.killed]
+
+    @property
+    def survivors(self) -> list:
+        return [o for o in self.outcomes if o.equivalent is None and o.survived]
+
+    @property
+    def invalid(self) -> list:
+        return [o for o in self.outcomes if o.status == "invalid"]
+
+    @property
+    def equivalent(self) -> list:
+        return [o for o in self.outcomes if o.equivalent is not None]
+
+    @property
+    def score(self) -> float | None:
+        n = len(self.counted())
+        return len(self.killed) / n if n else None
+
+    def summary(self) -> dict:
+        k = self.killed
+        return {
+            "catalog": self.catalog, "impl": self.impl, "mutants": len(self.outcomes),
+            "killed": len(k), "survived": len(self.survivors), "invalid": len(self.invalid),
+            "equivalent": len(self.equivalent), "score": self.score,
+            "median_examples_to_kill": statistics.median(o.examples for o in k) if k else None,
+            "median_seconds_to_kill": statistics.median(o.seconds for o in k) if k else None,
+            "total_seconds": round(self.seconds, 1), "jobs": self.jobs, "budget_s": self.budget_s,
+            "matrix": self.matrix, "isolation": self.isolation,
+            "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix)),
+        }
+
+    def to_json(self) -> dict:
+        return {"summary": self.summary(), "baseline": asdict(self.baseline) if self.baseline else None,
+                "mutants": [asdict(o) for o in self.outcomes]}
+
+    def markdown(self) -> str:
+        s = self.summary()
+        score = "n/a" if s["score"] is None else f"{100 * s['score']:.1f}%"
+        lines = [f"## Mutation score: {self.catalog} ({self.impl})", "",
+                 f"**{score}** = {s['killed']} killed / {s['killed'] + s['survived']} non-equivalent valid mutants "
+                 f"({s['survived']} survived, {s['invalid']} invalid, {s['equivalent']} equivalent). "
+                 f"Median examples to kill: {s['median_examples_to_kill']}; median seconds to kill: "
+                 f"{s['median_seconds_to_kill']}. Total {s['total_seconds']} s with {self.jobs} jobs.", "",
+                 f"Command per mutant: `{s['command']}`", "",
+                 "| id | category | status | killed by | examples | seconds | models |",
+                 "|---|---|---|---|---|---|---|"]
+        for o in self.outcomes:
+            status = "equivalent" if o.equivalent is not None and not o.killed else o.status
+            if o.equivalent is not None and o.killed:
+                status = "KILLED (declared equivalent!)"
+            by = ", ".join(o.killers) if self.matrix and o.killers else (o.killed_by or "")
+            by = by.replace("test_", "")
+            lines.append(f"| {o.id} | {o.category} | {status} | {by} | {o.examples if o.examples is not None else ''} "
+                         f"| {o.seconds:.1f} | {o.description} |")
+        notes = [o for o in self.outcomes if o.equivalent is not None or o.status == "invalid" or o.survived]
+        if notes:
+            lines += ["", "Notes:"]
+            for o in notes:
+                why = o.equivalent if o.equivalent is not None else o.error or "no property failed"
+                lines.append(f"- `{o.id}` ({o.status if o.equivalent is None else 'equivalent'}): {why}")
+        return "\n".join(lines) + "\n"
+
+
+def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: int = 2, matrix: bool = False,
+                root: Path = ROOT, baseline: bool = True, include_equivalent: bool = True,
+                isolation: str = "fork", progress=None) -> Report:
+    """Run every (or each `only`) mutant of `catalog`; `jobs` pytest processes at a time."""
+    mutants = [catalog.by_id(i) for i in only] if only else list(catalog.mutants)
+    if not include_equivalent:
+        mutants = [m for m in mutants if m.equivalent is None]
+    start = time.monotonic()
+    todo: list = ([None] if baseline else []) + mutants
+    with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
+        snap = snapshot(root, Path(tmp) / "repo")
+        problems = check_catalog(catalog, snap)
+        results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
+                          matrix=matrix, isolation=isolation, progress=progress)
+    base = results.pop(0) if baseline else None
+    return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
+                  seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
+                  isolation=isolation)
+
+
+def _progress(o: Outcome) -> None:
+    extra = f" by {o.killed_by} after {o.examples} example(s)" if o.killed else (f": {o.error}" if o.error else "")
+    print(f"  {o.id:<40} {o.status}{extra} [{o.seconds:.1f} s]", file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mutation.run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--catalog", default="torch_ref", help="catalog name (mutation/catalog_<name>.py)")
+    ap.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
+    ap.add_argument("--budget-s", type=float, default=60.0, help="time budget per mutant, seconds (default 60)")
+    ap.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
+    ap.add_argument("--json", type=Path, help="write the full report as JSON here")
+    ap.add_argument("--md", type=Path, help="write the markdown table here (it is always printed)")
+    ap.add_argument("--matrix", action="store_true", help="no -x: record every property that kills each mutant")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated baseline run")
+    ap.add_argument("--list", action="store_true", help="list the catalog and exit")
+    ap.add_argument("--check", action="store_true", help="check that every snippet applies exactly once, and exit")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary tree of a single --only mutant")
+    ap.add_argument("--isolation", choices=("fork", "process"), default="fork" if hasattr(os, "fork") else "process",
+                    help="fork: one warm interpreter forks a child per run (default); process: a fresh "
+                         "`python -m pytest` per run")
+    args = ap.parse_args(argv)
+
+    catalog = load_catalog(args.catalog)
+    if args.list:
+        for m in catalog.mutants:
+            eq = " [equivalent]" if m.equivalent else ""
+            print(f"{m.id:<40} {m.category:<10} {m.description}{eq}")
+        return 0
+    problems = check_catalog(catalog, ROOT)
+    if args.check:
+        print("\n".join(problems) or f"{catalog.name}: {len(catalog.mutants)} mutants, every snippet applies once")
+        return 1 if problems else 0
+    if args.keep:
+        if not args.only or len(args.only) != 1:
+            ap.error("--keep needs exactly one --only ID")
+        o = run_one(catalog.by_id(args.only[0]), catalog.impl, budget_s=args.budget_s, matrix=args.matrix,
+                    isolation=args.isolation, keep=True)
+        _progress(o)
+        return 0
+    for p in problems:
+        print(f"catalog problem: {p}", file=sys.stderr)
+    print(f"{catalog.name}: {len(args.only or catalog.mutants)} mutant(s) against {catalog.impl}, "
+          f"{args.jobs} job(s), {args.budget_s:g} s each, isolation {args.isolation}", file=sys.stderr)
+    report = run_catalog(catalog, only=args.only, budget_s=args.budget_s, jobs=args.jobs, matrix=args.matrix,
+                         baseline=not args.no_baseline, isolation=args.isolation, progress=_progress)
+    md = report.markdown()
+    print(md)
+    if args.md:
+        args.md.write_text(md)
+    if args.json:
+        args.json.write_text(json.dumps(report.to_json(), indent=1))
+    if report.baseline is not None and report.baseline.status != "survived":
+        print(f"BASELINE FAILS ({report.baseline.status}: {report.baseline.error}): the suite fails on the "
+              f"unmutated source, so these results mean nothing", file=sys.stderr)
+        return 2
+    return 1 if report.survivors or report.invalid else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
