@@ -79,8 +79,8 @@ def bench_variants():
     def st(bp=64, bn=64, pf=1, lat=0, occ=2):
         return {"chunk_state": Config((("BL", 64), ("BP", bp), ("BN", bn), ("PF", pf), ("LAT", lat)), occ)}
 
-    def sc(bn=128, lat=0, occ=2):
-        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat)), occ)}
+    def sc(bn=128, lat=0, occ=2, persist=0):
+        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", persist)), occ)}
 
     return [
         ("table", {}),
@@ -95,6 +95,9 @@ def bench_variants():
         ("scan-BN64-occ2", sc(bn=64)),
         ("scan-BN64-occ4", sc(bn=64, occ=4)),
         ("scan-BN128-LAT4-occ2", sc(lat=4)),
+        ("scan-BN128-persist-occ2", sc(persist=1)),
+        ("scan-BN64-persist-occ4", sc(bn=64, occ=4, persist=1)),
+        ("state-PF1-BP32-occ4", st(bp=32, occ=4)),
     ]
 
 

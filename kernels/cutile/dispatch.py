@@ -64,8 +64,8 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64, PF=1, LAT=0), occupancy=2)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0), occupancy=2)),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0), occupancy=2)),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0), occupancy=2)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0), occupancy=2)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

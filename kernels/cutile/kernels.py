@@ -164,7 +164,7 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
-                      LAT: ct.Constant[int]):
+                      LAT: ct.Constant[int], PERSIST: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -175,12 +175,26 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
             + D x_i,   then  y *= silu(z)
     The dstate loop computes C_i S_in^T and the diagonal score tile C_i B_i^T from one load of C_i;
     the column tiles left of the diagonal (chunks longer than BL) follow.
+    PERSIST=1: a grid of a few blocks per SM loops over the tiles (grid-stride).
     """
+    if PERSIST == 0:
+        _scan_tile(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                   seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
+    else:
+        total = (x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2])
+        for pid in range(ct.bid(0), total, ct.num_blocks(0)):
+            _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
+
+
+def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+               seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
+               BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int]):
+    """One (b, chunk, row tile, p tile, head) tile of chunk_scan_kernel; pid is its flat index."""
     nheads = x.shape[2]
     n_ptiles = ct.cdiv(x.shape[3], BP)
     n_ktiles = ct.cdiv(Bm.shape[3], BN)
     n_sub = chunk_size // BL
-    pid = ct.bid(0)
     hh = pid % nheads
     r = pid // nheads
     pt = r % n_ptiles

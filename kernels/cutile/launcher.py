@@ -183,7 +183,11 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     out = torch.empty_like(x)
     cfg = _config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
     bl = cfg.get("BL")
-    grid = (b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h, 1, 1)
+    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
+    if cfg.get("PERSIST"):
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        tiles = min(tiles, sms * (cfg.occupancy or 1))
+    grid = (tiles, 1, 1)
     args = (x, z if z is not None else x, B, C, dtc, cs, states,
             D32 if D32 is not None else cs[0], seq32 if seq32 is not None else _dummy_int(x.device), out,
             l, chunk_size, nchunks, h // g, int(seq32 is not None), int(D32 is not None), int(z is not None))
