@@ -192,3 +192,28 @@ def test_mamba_ssm_source_folder_from_the_environment(clean_mamba_modules, tmp_p
 def test_mamba_ssm_missing_source_is_a_clear_error(clean_mamba_modules, tmp_path):
     with pytest.raises(PeerUnavailable, match="SSDCHECK_MAMBA_SSM_SRC"):
         clean_mamba_modules.load_ssd_combined(search_path=[str(tmp_path)])
+
+
+# ---------------------------------------------------------------- the GPU script's per-test summary
+
+def test_gpu_run_summary_names_each_outcome_and_the_repro():
+    from scripts.summarize_pytest import render, summarize
+    repro = 'reproduce: pytest tests/test_properties.py -k x --impl tilegym --ssd-problem "SSDProblem(seed=1)"'
+    recs = [
+        {"event": "start", "nodeid": "t.py::test_a[tilegym]"},
+        {"event": "report", "nodeid": "t.py::test_a[tilegym]", "when": "setup", "outcome": "passed", "duration": 0.1, "text": ""},
+        {"event": "report", "nodeid": "t.py::test_a[tilegym]", "when": "call", "outcome": "failed", "duration": 2.0,
+         "text": f"long traceback\nE   AssertionError: out not within budget: tilegym bfloat16 cs64\nE   {repro}\n"},
+        {"event": "start", "nodeid": "t.py::test_b[mamba-ssm]"},
+        {"event": "report", "nodeid": "t.py::test_b[mamba-ssm]", "when": "setup", "outcome": "skipped", "duration": 0.0,
+         "text": "('conftest.py', 90, 'Skipped: mamba-ssm needs a CUDA GPU')"},
+        {"event": "start", "nodeid": "t.py::test_c[tilegym]"},
+        {"event": "report", "nodeid": "t.py::test_c[tilegym]", "when": "setup", "outcome": "passed", "duration": 0.0, "text": ""},
+    ]
+    rows, counts = summarize(recs)
+    assert counts == {"FAIL": 1, "SKIP": 1, "INTERRUPTED": 1}
+    fail = rows[0]
+    assert fail["detail"] == "AssertionError: out not within budget: tilegym bfloat16 cs64"
+    assert "--ssd-problem" in fail["repro"]
+    assert rows[1]["detail"] == "mamba-ssm needs a CUDA GPU"
+    assert "INTERRUPTED" in render(rows, counts)

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The peers on the H200: the property suite against TileGym and mamba_ssm, and one bench group that
+# checks the race end to end. Run from the repo root, after `source .gpu-bundle/setup.sh` (sourced
+# here if it was not). Everything lands in $OUT (or ./out/gpu_peers without it); the per-test summary
+# and the bench table are printed last.
+#
+#   scripts/gpu_peers.sh                        # bench smoke (~4 min), then the tests until TOTAL_S
+#   PART=tests IMPLS=tilegym scripts/gpu_peers.sh
+#   PART=bench GROUP=tg128 scripts/gpu_peers.sh # any bench group (python -m bench.race --list)
+#
+# Knobs (environment):
+#   PART=all|tests|bench   what to run (default all: bench first, it is bounded; tests get the rest)
+#   IMPLS="tilegym mamba-ssm"   implementations under test
+#   K=<pytest -k expression>    a subset of the properties
+#   PROFILE=gpu            Hypothesis profile (gpu: derandomized, 200 examples per property)
+#   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
+#   GROUP=smoke, BENCH_BUDGET_S=300   the bench group and its own budget
+#   MAMBA_AUTOTUNE=0       1: let mamba_ssm autotune in the tests too (each new (chunk, headdim,
+#                          dstate) then costs ~1 min of Triton autotuning; default pins its cheapest
+#                          config with MAMBA_DETERMINISTIC=1, the analogue of TILEGYM_DISABLE_AUTOTUNE)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+OUT=${OUT:-$PWD/out/gpu_peers}
+PART=${PART:-all}
+IMPLS=${IMPLS:-tilegym mamba-ssm}
+PROFILE=${PROFILE:-gpu}
+TOTAL_S=${TOTAL_S:-570}
+GROUP=${GROUP:-smoke}
+BENCH_BUDGET_S=${BENCH_BUDGET_S:-300}
+MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-0}
+mkdir -p "$OUT/peers" "$OUT/bench"
+export PYTHONUNBUFFERED=1
+
+case ":${PYTHONPATH:-}:" in
+  *:/tmp/site:*) ;;
+  *) if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_peers: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi ;;
+esac
+
+{
+  echo "== environment"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1
+  python3 - <<'EOF' 2>&1
+import importlib, importlib.metadata as md, os, sys
+for d in ("torch", "triton", "cuda-tile", "tilegym", "einops", "hypothesis", "pytest", "matplotlib"):
+    try:
+        print(f"{d} {md.version(d)}")
+    except md.PackageNotFoundError:
+        print(f"{d} MISSING")
+try:
+    from kernels.peers import mamba_ssm
+    print("mamba_ssm source:", mamba_ssm.find_package_dir(), "version", mamba_ssm.load_ssd_combined() and mamba_ssm.version())
+except Exception as e:
+    print("mamba_ssm: NOT LOADABLE:", e)
+try:
+    importlib.import_module("tilegym.ops.cutile.mamba2")
+    print("tilegym.ops.cutile.mamba2: importable")
+except Exception as e:
+    print("tilegym: NOT IMPORTABLE:", type(e).__name__, e)
+EOF
+} 2>&1 | tee "$OUT/peers/environment.txt"
+
+left() { echo $(( TOTAL_S - ($(date +%s) - T0) )); }
+
+BENCH_RC=skipped
+if [ "$PART" = all ] || [ "$PART" = bench ]; then
+  echo "== bench: python -m bench.race --group $GROUP (budget ${BENCH_BUDGET_S}s)"
+  budget=$BENCH_BUDGET_S
+  [ "$PART" = bench ] && budget=$(( $(left) - 60 ))
+  # The race times autotuned peers: neither switch may leak into it.
+  env -u TILEGYM_DISABLE_AUTOTUNE -u MAMBA_DETERMINISTIC \
+    timeout --signal=INT --kill-after=30 $(( budget + 60 )) \
+    python3 -m bench.race --group "$GROUP" --out "$OUT/bench" --budget-s "$budget" 2>&1 | tee "$OUT/bench/race.log"
+  BENCH_RC=${PIPESTATUS[0]}
+fi
+
+TESTS_RC=skipped
+if [ "$PART" = all ] || [ "$PART" = tests ]; then
+  t=$(( $(left) - 25 ))
+  if [ "$t" -lt 60 ]; then
+    echo "== tests: skipped, only $(left)s left of TOTAL_S=$TOTAL_S"
+  else
+    impl_args=(); for i in $IMPLS; do impl_args+=(--impl "$i"); done
+    k_args=(); [ -n "${K:-}" ] && k_args=(-k "$K")
+    echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
+    rm -f "$OUT/peers/results.jsonl"
+    mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
+    env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" \
+      timeout --signal=INT --kill-after=20 "$t" \
+      python3 -m pytest tests/test_properties.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
+        -p no:cacheprovider -p scripts.pytest_jsonl --jsonl="$OUT/peers/results.jsonl" \
+        --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1
+    TESTS_RC=$?
+    echo "   pytest exit $TESTS_RC (124/130: stopped at the time limit); full log: $OUT/peers/pytest.log"
+  fi
+fi
+
+echo
+echo "== summary ($(( $(date +%s) - T0 ))s)"
+if [ -f "$OUT/peers/results.jsonl" ]; then
+  python3 scripts/summarize_pytest.py "$OUT/peers/results.jsonl" | tee "$OUT/peers/summary.txt"
+fi
+if [ -f "$OUT/bench/$GROUP.json" ]; then
+  python3 - "$OUT/bench/$GROUP.json" <<'EOF'
+import json, sys
+from bench.race import summary_table
+doc = json.load(open(sys.argv[1]))
+c = doc.get("ceilings", {})
+print(f"bench {doc['group']}: complete={doc['complete']} aborted={doc['aborted']} elapsed={doc['elapsed_s']}s "
+      f"copy={c.get('copy_GBps', 0):.0f} GB/s mm={c.get('matmul_TFLOPs', 0):.0f} TFLOP/s")
+print(summary_table(doc))
+EOF
+fi
+echo "bench exit: $BENCH_RC; tests exit: $TESTS_RC; files under $OUT"

@@ -1,0 +1,50 @@
+"""pytest plugin: one JSON line per test event, flushed at once, so a run stopped by a time limit still
+says which tests finished, how, and which one was running.
+
+    python -m pytest -p scripts.pytest_jsonl --jsonl=$OUT/results.jsonl ...
+    python scripts/summarize_pytest.py $OUT/results.jsonl
+"""
+from __future__ import annotations
+
+import json
+import time
+
+_MAX_TEXT = 20000
+_out = None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--jsonl", default=None, help="append one JSON line per test event to this file")
+
+
+def pytest_configure(config):
+    global _out
+    path = config.getoption("jsonl")
+    if path:
+        _out = open(path, "a", buffering=1)
+
+
+def pytest_unconfigure(config):
+    global _out
+    if _out:
+        _out.close()
+        _out = None
+
+
+def _write(record: dict) -> None:
+    if _out:
+        _out.write(json.dumps(record) + "\n")
+        _out.flush()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _write({"event": "start", "nodeid": nodeid, "t": time.time()})
+
+
+def pytest_runtest_logreport(report):
+    text = ""
+    if (report.failed or report.skipped) and report.longrepr is not None:
+        text = str(report.longrepr)[:_MAX_TEXT]
+    _write({"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+            "duration": round(report.duration, 3), "t": time.time(), "text": text,
+            "xfail": bool(getattr(report, "wasxfail", ""))})
