@@ -85,10 +85,10 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
     rm -f "$OUT/peers/results.jsonl"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
-    env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" \
+    env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
-        -p no:cacheprovider -p scripts.pytest_jsonl --jsonl="$OUT/peers/results.jsonl" \
+        -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" \
         --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1
     TESTS_RC=$?
     echo "   pytest exit $TESTS_RC (124/130: stopped at the time limit); full log: $OUT/peers/pytest.log"

@@ -1,7 +1,7 @@
 """pytest plugin: one JSON line per test event, flushed at once, so a run stopped by a time limit still
 says which tests finished, how, and which one was running.
 
-    python -m pytest -p scripts.pytest_jsonl --jsonl=$OUT/results.jsonl ...
+    PYTHONPATH=scripts python -m pytest -p pytest_jsonl --jsonl=$OUT/results.jsonl ...
     python scripts/summarize_pytest.py $OUT/results.jsonl
 """
 from __future__ import annotations

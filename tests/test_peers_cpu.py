@@ -197,7 +197,13 @@ def test_mamba_ssm_missing_source_is_a_clear_error(clean_mamba_modules, tmp_path
 # ---------------------------------------------------------------- the GPU script's per-test summary
 
 def test_gpu_run_summary_names_each_outcome_and_the_repro():
-    from scripts.summarize_pytest import render, summarize
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "scripts" / "summarize_pytest.py"
+    spec = importlib.util.spec_from_file_location("summarize_pytest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    render, summarize = module.render, module.summarize
     repro = 'reproduce: pytest tests/test_properties.py -k x --impl tilegym --ssd-problem "SSDProblem(seed=1)"'
     recs = [
         {"event": "start", "nodeid": "t.py::test_a[tilegym]"},
