@@ -12,6 +12,7 @@
 #   PART=all|tests|bench   what to run (default all: bench first, it is bounded; tests get the rest)
 #   IMPLS="tilegym mamba-ssm"   implementations under test
 #   K=<pytest -k expression>    a subset of the properties
+#   M=<pytest -m expression>    e.g. M="not slow" leaves out the 64K-token extreme-decay test
 #   PROFILE=gpu            Hypothesis profile (gpu: derandomized, 200 examples per property)
 #   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
 #   GROUP=smoke, BENCH_BUDGET_S=300   the bench group and its own budget
@@ -82,6 +83,7 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
   else
     impl_args=(); for i in $IMPLS; do impl_args+=(--impl "$i"); done
     k_args=(); [ -n "${K:-}" ] && k_args=(-k "$K")
+    [ -n "${M:-}" ] && k_args+=(-m "$M")
     echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
     rm -f "$OUT/peers/results.jsonl"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
