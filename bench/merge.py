@@ -67,7 +67,7 @@ def rows_of(doc: dict) -> list[dict]:
             if e.get("status") == "ok":
                 b = _best_chunk_entry(e)
                 row.update(best_chunk=e["best_chunk"], ms=e["ms"], ms_p20=b.get("ms_p20"), ms_p80=b.get("ms_p80"),
-                           ok=e.get("ok"), first_call_s=e.get("first_call_s"),
+                           ok=e.get("ok"), first_call_s=e.get("first_call_s"), host_ms=b.get("host_ms"),
                            err_f64_small=b.get("err_f64_small"), err_vs_anchor=b.get("err_vs_anchor"),
                            anchor=b.get("anchor"), speedup=rec.get("speedup", {}).get(impl),
                            by_chunk={c: v.get("ms") for c, v in e.get("chunks", {}).items()},
@@ -129,14 +129,17 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
         out += ["", f"![speedup over mamba_ssm]({os.path.basename(png)})"]
     elif png_note:
         out += ["", f"(plot not written: {png_note})"]
-    cols = ("| b×L | h | g | impl | cs | ms (p20–p80) | × mamba | TFLOP/s | % mm | GB/s I/O | % copy "
+    cols = ("| b×L | h | g | impl | cs | ms (p20–p80) | host ms | × mamba | TFLOP/s | % mm | GB/s I/O | % copy "
             "| I/O floor ms | +states floor ms | × floor | err f64 (small) | err vs mamba | first call s | ok |")
     for n in sorted({r["dstate"] for r in rows}):
-        out += ["", f"## dstate {n}", "", cols, "|" + "---|" * 18]
+        out += ["", f"## dstate {n}", "", cols, "|" + "---|" * 19]
         for r in sorted((r for r in rows if r["dstate"] == n), key=_sort_key):
             spread = f"{_f(r['ms'])} ({_f(r.get('ms_p20'))}–{_f(r.get('ms_p80'))})"
+            host = _f(r.get("host_ms"))
+            if r.get("host_ms") and r["host_ms"] > 0.5 * r["ms"]:
+                host += " ⚠"
             out.append(
-                f"| {r['label']} | {r['nheads']} | {r['ngroups']} | {r['impl']} | {r['best_chunk']} | {spread} "
+                f"| {r['label']} | {r['nheads']} | {r['ngroups']} | {r['impl']} | {r['best_chunk']} | {spread} | {host} "
                 f"| {_f(r.get('speedup'), '{:.2f}')} | {_f(r.get('TFLOPs'), '{:.1f}')} "
                 f"| {_f(100 * r['frac_matmul'] if r.get('frac_matmul') else None, '{:.0f}')} "
                 f"| {_f(r.get('io_GBps'), '{:.0f}')} | {_f(100 * r['frac_copy'] if r.get('frac_copy') else None, '{:.0f}')} "
@@ -172,6 +175,8 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
             "copy of the inputs (batch 1, first 1024 tokens; TileGym with autotune off there). **err vs mamba**: "
             "normwise relative difference from mamba_ssm's output on the full inputs (the tuned configs). "
             "ok: err f64 ≤ 2e-2 (bf16) and err vs mamba ≤ 5e-2.",
+            "- **host ms**: host time per call when nothing is waited for (argument checks, Python, launches); "
+            "⚠ when over half the measured time: at that shape the call may be launch-bound rather than GPU-bound.",
             "- **first call s**: wall time of the first call of that shape: compile plus autotuning "
             "(TileGym's exhaustive search over its configs; Triton's for mamba_ssm), apart from the run time.",
             ""]

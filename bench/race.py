@@ -152,6 +152,18 @@ def bench_ms(fn, device: str = "cuda") -> dict:
                 "timer": "cuda events (no triton)"}
 
 
+def host_ms(fn, device: str = "cuda", n: int = 20) -> float:
+    """Host time per call with nothing waited for (argument checks, Python, launches): when it nears
+    the measured time, the implementation is launch-bound at that shape, not GPU-bound."""
+    _sync(device)
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    elapsed = time.perf_counter() - t
+    _sync(device)
+    return elapsed / n * 1e3
+
+
 def measure_ceilings(copy_bytes: int = 2 * 2**30, mm_n: int = 8192, device: str = "cuda") -> dict:
     """Copy bandwidth (bytes read + written) and bf16 matmul rate on random data, medians."""
     src = torch.empty(copy_bytes // 2, dtype=torch.bfloat16, device=device).uniform_(-1, 1)
@@ -308,6 +320,7 @@ class Runner:
                                and r["err_vs_anchor"] <= TOL_VS_BASELINE)
                     it = itertools.cycle(sets)
                     r.update(bench_ms(lambda: self.call(info, next(it), chunk), self.device))
+                    r["host_ms"] = host_ms(lambda: self.call(info, next(it), chunk), self.device)
                     r["status"] = "ok"
                     log(f"  {impl:9} cs{chunk:<3} {r['ms']:9.3f} ms  first call {r['first_call_s']:6.1f}s  "
                         f"err f64(small) {r['err_f64_small']:.2e}  vs {anchor_name} {r['err_vs_anchor']:.2e}"
@@ -323,7 +336,7 @@ class Runner:
             if good:
                 best = min(good, key=lambda c: good[c]["ms"])
                 entry.update(status="ok", best_chunk=int(best), ms=good[best]["ms"], ok=bool(good[best].get("ok")),
-                             first_call_s=good[best]["first_call_s"])
+                             first_call_s=good[best]["first_call_s"], host_ms=good[best].get("host_ms"))
                 entry.update(roofline.metrics(shape, int(best), entry["ms"], state_elem,
                                               self.doc["ceilings"].get("copy_GBps"),
                                               self.doc["ceilings"].get("matmul_TFLOPs")))
