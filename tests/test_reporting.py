@@ -1,0 +1,377 @@
+"""The tooling around the properties: JSON report, JUnit properties, merge gate, fuzzer, reproducers,
+xdist GPU pinning and the cuTile compile cache. All on the CPU, against torch-ref and a planted bug.
+
+End-to-end checks run pytest (or `python -m ssdcheck_fuzz`) in a subprocess with the `cpu` profile
+(derandomized, so two runs draw the same examples); the rest are unit tests of ssdcheck_plugin.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import types
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+from properties.problem import SSDProblem
+from properties.report import PropertyResult
+from properties.tolerance import compare
+from ssdcheck_plugin import gate, gpu
+from ssdcheck_plugin.aggregate import Aggregate, num, unnum
+from ssdcheck_plugin.compare import compare as compare_reports
+from ssdcheck_plugin.compare import main as compare_main
+from ssdcheck_plugin.fuzzing import TimeBudget, read_progress
+from ssdcheck_plugin import repro
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = "tests/test_properties.py"
+BROKEN = "tests.tooling_targets:broken_tail"
+ROW_FIELDS = {"impl": str, "prop": str, "output": str, "dtype": str, "examples": int, "failures": int,
+              "nonfinite_examples": int, "max_abs": (float, int, str), "max_abs_where": list,
+              "max_abs_problem": str, "normwise": (float, int, str), "normwise_problem": str,
+              "share": (float, int, str), "share_problem": str, "budget_at_worst": (float, type(None)),
+              "err_yardstick_at_worst": (float, type(None)), "tol": dict, "why": list}
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST", "HYPOTHESIS_PROFILE"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_pytest(*args: str) -> subprocess.CompletedProcess:
+    return run("-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu", "-q", *args)
+
+
+def _strict_json(path: Path) -> dict:
+    def no_constants(name):
+        raise ValueError(f"non-standard JSON constant {name} in {path}")
+    return json.loads(path.read_text(), parse_constant=no_constants)
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", f"{TESTS}::test_causality", f"{TESTS}::test_seq_idx_packing",
+                      "--impl", "torch-ref", "--ssd-report", str(d / "r.json"), "--junitxml", str(d / "j.xml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return d, proc
+
+
+# ---------------------------------------------------------------------------------------- the report
+
+def test_report_follows_the_schema(report_run):
+    d, proc = report_run
+    r = _strict_json(d / "r.json")
+    assert r["schema"] == "ssdcheck-report/1"
+    assert set(r) == {"schema", "meta", "summary", "results", "properties", "tallies", "tests", "reproducers", "gate"}
+    m = r["meta"]
+    for key in ("created", "host", "platform", "python", "command", "cwd", "impls", "hypothesis", "versions",
+                "git", "gpu", "tolerance_policy", "compile_cache", "timing", "xdist", "device", "fuzz"):
+        assert key in m, key
+    assert m["hypothesis"]["profile"] == "cpu" and m["hypothesis"]["derandomize"] is True
+    assert m["versions"]["torch"] == torch.__version__ and "cuda_tile" in m["versions"]
+    assert m["gpu"]["available"] is torch.cuda.is_available()
+    assert m["tolerance_policy"]["k"] > 0 and len(m["tolerance_policy"]["sha256"]) == 64
+    assert "--ssd-report" in m["command"] and m["impls"] == ["torch-ref"]
+    assert r["summary"]["tests"] == {"passed": 3} and r["summary"]["exitstatus"] == 0
+    assert r["summary"]["examples"] == sum(p["examples"] for p in r["properties"]) > 0
+    keys = set()
+    for row in r["results"]:
+        for field, typ in ROW_FIELDS.items():
+            assert isinstance(row[field], typ), (field, row[field])
+        assert set(row["tol"]) == {"normwise", "atol", "rtol", "k"}
+        key = (row["impl"], row["prop"], row["output"], row["dtype"])
+        assert key not in keys
+        keys.add(key)
+        assert row["failures"] == 0 and 0 <= unnum(row["share"]) < 1
+    # the oracle comparison carries the budget; self-comparisons do not
+    oracle_y = [row for row in r["results"] if row["prop"] == "prop_matches_oracle" and row["output"] == "y"]
+    assert oracle_y and all(row["tol"]["k"] == m["tolerance_policy"]["k"] and row["budget_at_worst"] > 0
+                            for row in oracle_y)
+    assert {p["prop"] for p in r["properties"]} == {"prop_matches_oracle", "prop_causality", "prop_seq_idx_packing"}
+    tally = r["tallies"]["torch-ref"]
+    assert set(tally["features"]) >= {"seq_idx", "partial_last_chunk", "strong_decay", "ngroups>1"}
+    assert tally["fraction"]["seq_idx"] >= 0.10       # prop_seq_idx_packing always packs sequences
+    assert [t["outcome"] for t in r["tests"]] == ["passed"] * 3
+    assert "ssdcheck report:" in proc.stdout
+
+
+def test_junit_carries_property_names_and_worst_share(report_run):
+    d, _ = report_run
+    cases = ET.parse(d / "j.xml").getroot().iter("testcase")
+    seen = {}
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        seen[case.get("name")] = props
+        assert props["ssd_property"].startswith("prop_")
+        assert 0 <= float(props["ssd_worst_share"]) < 1
+        assert int(props["ssd_examples"]) > 0 and props["ssd_failures"] == "0"
+    assert seen["test_matches_oracle[torch-ref]"]["ssd_property"] == "prop_matches_oracle"
+    assert "ssd_worst_share.y" in seen["test_matches_oracle[torch-ref]"]
+
+
+# ---------------------------------------------------------------------------------------- the gate
+
+def _fake_baseline(path: Path, value: float) -> Path:
+    """A tiny hand-written baseline: oracle y rows of every dtype with worst errors `value`."""
+    rows = [{"impl": "torch-ref", "prop": "prop_matches_oracle", "output": "y", "dtype": dt, "examples": 1,
+             "failures": 0, "max_abs": value, "normwise": value, "share": value}
+            for dt in ("float32", "float16", "bfloat16")]
+    path.write_text(json.dumps({"schema": "ssdcheck-report/1", "results": rows}))
+    return path
+
+
+def test_gate_fails_when_a_worst_error_grows(tmp_path):
+    base = _fake_baseline(tmp_path / "base.json", 1e-9)
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", "--impl", "torch-ref", "--ssd-baseline", str(base),
+                      "--ssd-max-growth", "2", "--ssd-report", str(tmp_path / "r.json"))
+    assert proc.returncode == gate.EXIT_GATE == 6, proc.stdout + proc.stderr
+    assert "REGRESSION torch-ref prop_matches_oracle y" in proc.stdout and "gate FAILED" in proc.stdout
+    r = _strict_json(tmp_path / "r.json")
+    assert r["summary"]["exitstatus"] == 6 and r["gate"]["passed"] is False
+    assert {g["metric"] for g in r["gate"]["regressions"]} == {"max_abs", "normwise"}
+    assert any("not run now" in n or "no baseline" in n for n in r["gate"]["notes"])
+
+
+def test_gate_passes_within_the_factor(tmp_path):
+    base = _fake_baseline(tmp_path / "base.json", 10.0)
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", "--impl", "torch-ref", "--ssd-baseline", str(base))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gate passed" in proc.stdout
+
+
+def test_gate_rejects_a_missing_baseline(tmp_path):
+    proc = run_pytest(f"{TESTS}::test_causality", "--impl", "torch-ref", "--ssd-baseline", str(tmp_path / "nope.json"))
+    assert proc.returncode == 4 and "--ssd-baseline" in proc.stderr
+
+
+def test_compare_rows_growth_floor_and_zero_baseline():
+    key = ("k", "prop_x", "y", "float32")
+    row = lambda v, s: {"max_abs": v, "normwise": v, "share": s, "max_abs_problem": "P", "normwise_problem": "P"}
+    regs, _ = gate.compare_rows({key: row(3e-6, 0.3)}, {key: row(1e-6, 0.1)}, max_growth=2.0)
+    assert [r.metric for r in regs] == ["max_abs", "normwise"] and regs[0].growth == pytest.approx(3.0)
+    assert gate.compare_rows({key: row(1.9e-6, 0.3)}, {key: row(1e-6, 0.1)}, max_growth=2.0)[0] == []
+    # growth from 0 counts only above the floor (share of tolerance)
+    assert gate.compare_rows({key: row(1e-9, 0.001)}, {key: row(0.0, 0.0)})[0] == []
+    regs, _ = gate.compare_rows({key: row(1e-3, 0.5)}, {key: row(0.0, 0.0)})
+    assert regs and regs[0].growth == math.inf and "inf" in regs[0].message(2.0)
+    # non-finite values travel as strings
+    regs, _ = gate.compare_rows({key: row(math.inf, math.inf)}, {key: {**row(1.0, 0.5), "max_abs": "1.0"}})
+    assert regs and regs[0].to_dict()["current"] == "inf"
+    regs, notes = gate.compare_rows({}, {key: row(1.0, 1.0)})
+    assert not regs and "not run now" in notes[0]
+    with pytest.raises(ValueError, match="unknown"):
+        gate.compare_rows({}, {}, metrics=("bogus",))
+
+
+# ---------------------------------------------------------------------------------------- aggregation
+
+def _result(prop: str, dtype: str, err: float, seed: int) -> PropertyResult:
+    ref = torch.linspace(-1, 1, 64, dtype=torch.float64).reshape(1, 4, 4, 4)
+    out = ref + err * torch.linspace(0, 1, 64, dtype=torch.float64).reshape(ref.shape)
+    c = compare("y", out, ref, dtype=dtype)
+    return PropertyResult(prop, "fake", SSDProblem(dtype=dtype, seed=seed, seq_starts=(3,) if seed % 2 else ()), [c])
+
+
+def test_aggregate_merges_worker_outputs_like_one_process():
+    results = [_result("prop_a", dt, err, seed) for seed, (dt, err) in
+               enumerate([("float32", 1e-6), ("float32", 1e-3), ("bfloat16", 1e-2), ("float32", 1.0)])]
+    one = Aggregate(k=3.0)
+    for r in results:
+        one.add(r)
+    w1, w2 = Aggregate(k=3.0), Aggregate(k=3.0)
+    for i, r in enumerate(results):
+        (w1 if i % 2 else w2).add(r)
+    merged = Aggregate(k=3.0)
+    for w in (w1, w2):
+        merged.merge_dict(json.loads(json.dumps(w.to_dict())))
+    assert merged.to_dict() == one.to_dict()
+    rows = {r["dtype"]: r for r in one.to_dict()["rows"]}
+    assert rows["float32"]["examples"] == 3 and rows["float32"]["failures"] == 1
+    assert rows["float32"]["max_abs"] == pytest.approx(1.0) and "seed=3" in rows["float32"]["max_abs_problem"]
+    props = one.to_dict()["props"][0]
+    assert props["tally"]["seq_idx"] == 2 and props["tally_fraction"]["seq_idx"] == 0.5
+    assert num(math.inf) == "inf" and num(math.nan) == "nan" and unnum("-inf") == -math.inf
+
+
+# ---------------------------------------------------------------------------------------- fuzz + replay
+
+@pytest.fixture(scope="module")
+def fuzz_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fuzz")
+    t0 = time.time()
+    proc = run("-m", "ssdcheck_fuzz", "--impl", BROKEN, "--seconds", "12", "--props", "causality,matches_oracle",
+               "--out", str(d / "out"), "--db", str(d / "db"))
+    return d, proc, time.time() - t0
+
+
+def test_fuzz_runs_for_its_budget_and_saves_the_failure(fuzz_run):
+    d, proc, wall = fuzz_run
+    assert proc.returncode == 1, proc.stdout + proc.stderr          # pytest's "tests failed"
+    out = d / "out"
+    r = _strict_json(out / "report.json")
+    assert r["meta"]["hypothesis"]["profile"] == "fuzz" and r["meta"]["fuzz"]["tests_cut_by_budget"] >= 1
+    outcomes = {t["nodeid"].split("::")[1].split("[")[0]: t["outcome"] for t in r["tests"]}
+    assert outcomes == {"test_matches_oracle": "failed", "test_causality": "passed"}   # causality: cut by time
+    causality = next(p for p in r["properties"] if p["prop"] == "prop_causality")
+    assert causality["examples"] > 12                                 # more than any fixed-count profile here
+    assert wall < 12 + 60, wall
+    files = list((out / "failures").glob("*.pt"))
+    assert len(files) == 1 and r["reproducers"][0]["path"] == str(files[0])
+    assert f"python -m ssdcheck_fuzz replay {files[0]}" in proc.stdout
+    assert any((d / "db").rglob("*")), "the example database keeps the failure"
+    assert "worst share" in proc.stderr and "properties 2" in proc.stderr   # the progress line
+    prog = read_progress(out / "progress.json")
+    assert prog["examples"] == r["summary"]["examples"] and prog["failed_tests"] == 1
+
+
+def test_reproducer_is_self_contained_and_replays(fuzz_run):
+    d, _, _ = fuzz_run
+    path = next((d / "out" / "failures").glob("*.pt"))
+    data = repro.load(path)
+    assert data["prop"] == "prop_matches_oracle" and data["impl_spec"] == BROKEN
+    assert repro.same_inputs(data["kwargs"], eval_problem(data["problem"]).inputs("cpu")) == []
+    assert data["kwargs"]["x"].shape[1] > data["kwargs"]["chunk_size"]   # the planted bug needs > 1 chunk
+    lines: list[str] = []
+    assert repro.replay(path, out=lines.append) == 1 and "still fails" in lines[-1]
+    assert repro.replay(path, "torch-ref", out=lines.append) == 0      # the fixed kernel passes
+    proc = run("-m", "ssdcheck_fuzz", "replay", str(path))
+    assert proc.returncode == 1 and "FAILED: the check still fails" in proc.stdout, proc.stdout + proc.stderr
+
+
+def eval_problem(text: str) -> SSDProblem:
+    from properties.problem import parse_problem
+    return parse_problem(text)
+
+
+def test_next_fuzz_run_replays_the_saved_failure_first(fuzz_run):
+    """With a budget too short to find anything new, the database still brings the bug back."""
+    d, _, _ = fuzz_run
+    proc = run("-m", "ssdcheck_fuzz", "--impl", BROKEN, "--seconds", "1", "--props", "matches_oracle",
+               "--out", str(d / "again"), "--db", str(d / "db"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    r = _strict_json(d / "again" / "report.json")
+    assert r["summary"]["failures"] >= 1 and r["tests"][0]["outcome"] == "failed"
+
+
+def test_time_budget_slices_and_never_cuts_a_failure():
+    b = TimeBudget(deadline=100.0, items_total=4, workers=2)      # 2 tests per worker
+    assert b.start_item(now=0.0) == pytest.approx(50.0)
+    assert b.start_item(now=60.0) == pytest.approx(100.0)
+    assert not b.expired(now=200.0)                               # not before its first example ...
+    b.calls = 1
+    assert b.expired(now=200.0)
+    b.failure_seen = True                                         # ... nor while a failure shrinks
+    assert not b.expired(now=200.0)
+
+
+# ---------------------------------------------------------------------------------------- GPUs, xdist
+
+class FakeCuda:
+    def __init__(self, n: int):
+        self.n, self.current = n, None
+
+    def is_available(self):
+        return self.n > 0
+
+    def device_count(self):
+        return self.n
+
+    def set_device(self, i):
+        self.current = i
+
+
+@pytest.mark.parametrize("worker,count,device", [("gw0", 2, 0), ("gw1", 2, 1), ("gw2", 2, 0), ("gw3", 2, 1),
+                                                 ("gw5", 4, 1), ("gw0", 1, 0), ("gw7", 8, 7)])
+def test_xdist_worker_is_pinned_to_gpu_n_mod_count(worker, count, device):
+    cuda = FakeCuda(count)
+    assert gpu.pin_xdist_worker(worker, cuda=cuda) == device and cuda.current == device
+
+
+def test_no_pinning_without_xdist_or_gpus():
+    cuda = FakeCuda(2)
+    assert gpu.pin_xdist_worker("master", cuda=cuda) is None and cuda.current is None
+    assert gpu.pin_xdist_worker("", cuda=cuda) is None
+    assert gpu.pin_xdist_worker("gw1", cuda=FakeCuda(0)) is None
+
+
+def test_n_auto_means_one_worker_per_gpu():
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(4)) == 4
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(0)) is None          # xdist: CPU count
+    assert gpu.auto_num_workers("logical", env={}, cuda=FakeCuda(4)) is None
+    assert gpu.auto_num_workers("auto", env={"PYTEST_XDIST_AUTO_NUM_WORKERS": "3"}, cuda=FakeCuda(4)) is None
+
+
+def test_xdist_run_reports_the_same_as_one_process(report_run, tmp_path):
+    d, _ = report_run
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", f"{TESTS}::test_causality", f"{TESTS}::test_seq_idx_packing",
+                      "--impl", "torch-ref", "-n", "2", "--ssd-report", str(tmp_path / "x.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    x, one = _strict_json(tmp_path / "x.json"), _strict_json(d / "r.json")
+    assert x["meta"]["xdist"]["workers"] == 2 and set(x["meta"]["xdist"]["devices"]) == {"gw0", "gw1"}
+    c = compare_reports(one, x)
+    assert c["same_verdicts"] and not c["error_diffs"], c
+    assert x["tallies"] == one["tallies"]
+
+
+def test_compare_flags_a_changed_verdict(report_run, tmp_path):
+    d, _ = report_run
+    one = _strict_json(d / "r.json")
+    other = json.loads(json.dumps(one))
+    other["tests"][0]["outcome"] = "failed"
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    assert compare_main([str(d / "r.json"), str(tmp_path / "b.json"), "--out", str(tmp_path)]) == 1
+    assert "Verdicts differ for 1 tests" in (tmp_path / "compare.md").read_text()
+
+
+def test_compile_cache_location(tmp_path):
+    assert gpu.resolve_compile_cache(None, tmp_path, env={}) == str(tmp_path / ".ssdcheck-cache/cutile")
+    assert gpu.resolve_compile_cache("c", tmp_path, env={"SSDCHECK_COMPILE_CACHE": "e"}) == str(tmp_path / "c")
+    assert gpu.resolve_compile_cache(None, tmp_path, env={"SSDCHECK_COMPILE_CACHE": "/abs"}) == "/abs"
+    assert gpu.resolve_compile_cache(None, tmp_path, env={"CUDA_TILE_CACHE_DIR": "/u"}) == "/u"
+    assert gpu.resolve_compile_cache("off", tmp_path, env={}) is None
+
+
+def test_compile_cache_reaches_an_imported_cutile(monkeypatch, tmp_path):
+    config = types.SimpleNamespace(cache_dir="/old")
+    cext = types.SimpleNamespace(default_tile_context=types.SimpleNamespace(config=config))
+    monkeypatch.setitem(sys.modules, "cuda.tile", types.ModuleType("cuda.tile"))
+    monkeypatch.setitem(sys.modules, "cuda.tile._cext", cext)
+    env: dict = {}
+    gpu.apply_compile_cache(str(tmp_path), env=env)
+    assert env["CUDA_TILE_CACHE_DIR"] == str(tmp_path) and config.cache_dir == str(tmp_path)
+    gpu.apply_compile_cache(None, env=env)
+    assert env["CUDA_TILE_CACHE_DIR"] == "off" and config.cache_dir is None
+
+
+def test_compile_timer_measures_compiles_once_cutile_is_loaded(monkeypatch):
+    mod = types.ModuleType("cuda.tile._compile")
+
+    def compile_cubin(*a):
+        time.sleep(0.01)
+        return b"cubin"
+
+    def compile_tile(*a):
+        return mod.compile_cubin()                 # looked up at call time, as cuda.tile does
+    mod.compile_tile, mod.compile_cubin = compile_tile, compile_cubin
+    timer = gpu.CompileTimer()
+    monkeypatch.delitem(sys.modules, "cuda.tile._compile", raising=False)
+    assert timer.maybe_install() is False          # never imports cuda.tile itself
+    monkeypatch.setitem(sys.modules, "cuda.tile._compile", mod)
+    assert timer.maybe_install() is True
+    assert mod.compile_tile() == b"cubin"
+    s = timer.to_dict()
+    assert s["compile_calls"] == 1 and s["tileiras_calls"] == 1 and s["compile_s"] >= s["tileiras_s"] >= 0.01
