@@ -103,6 +103,17 @@ def pytest_xdist_auto_num_workers(config):
     return gpu.auto_num_workers(getattr(config.option, "numprocesses", None))
 
 
+def _finite(obj):
+    """Strict JSON: non-finite floats anywhere in the report become "inf"/"-inf"/"nan"."""
+    if isinstance(obj, float):
+        return num(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _impl_spec(config, impl_name: str) -> str:
     """The --impl spec that names `impl_name` (a module:function revision may declare its own name)."""
     specs = config.getoption("impl", None) or []
@@ -141,6 +152,7 @@ class SSDState:
         self.gate: dict | None = None
         self.gate_regressions: list = []
         self.worker_count = 0
+        self.worker_cut = 0
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
         self.device = gpu.pin_xdist_worker()
@@ -222,6 +234,8 @@ class SSDState:
             self.timer.maybe_install()
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
+            elif hasattr(getattr(item, "obj", None), "hypothesis"):
+                item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
             repro_dir = item.config.getoption("ssd_repro_dir")
             if failed and repro_dir and stats.last_failure is not None:
                 self._save_reproducer(item, stats.last_failure, repro_dir)
@@ -272,6 +286,7 @@ class SSDState:
         self.timer_merged = gpu.CompileTimer.merge(self.timer_merged, out["timer"])
         self.devices[node.workerinput["workerid"]] = out["device"]
         self.profile = out.get("profile") or self.profile
+        self.worker_cut += out.get("cut", 0)
         self.worker_count += 1
 
     # ------------------------------------------------------------------ finish
@@ -281,7 +296,8 @@ class SSDState:
             self.progress.write(force=True)
         if not self.is_controller:
             config.workeroutput["ssdcheck"] = {"aggregate": self.aggregate.to_dict(), "timer": self.timer.to_dict(),
-                                               "device": self.device, "profile": self.profile}
+                                               "device": self.device, "profile": self.profile,
+                                               "cut": self.budget.cut if self.budget else 0}
             return
         status = int(exitstatus)
         baseline = config.getoption("ssd_baseline")
@@ -302,7 +318,7 @@ class SSDState:
             self.report_path = _resolve(config, path)
             self.report_path.parent.mkdir(parents=True, exist_ok=True)
             report = self.build_report(status)
-            self.report_path.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
+            self.report_path.write_text(json.dumps(_finite(report), indent=1, allow_nan=False) + "\n")
 
     def build_report(self, status: int) -> dict:
         from ssdcheck_plugin import meta
@@ -321,7 +337,7 @@ class SSDState:
                        "cutile_compile": timer,
                        "run_s": round(call_s - timer.get("compile_s", 0.0), 3) if timer.get("measured") else None}
         m["fuzz"] = None if self.budget is None else {"deadline": self.budget.deadline,
-                                                      "tests_cut_by_budget": self.budget.cut}
+                                                      "tests_cut_by_budget": self.budget.cut + self.worker_cut}
         examples, failures = self.aggregate.totals()
         worst, worst_key = self.aggregate.worst()
         data = self.aggregate.to_dict()
