@@ -54,7 +54,7 @@ CASES = [
     ("seq_idx", "bf16", 2, 500, 4, 64, 64, 1, 64, {"seq": 1, "init": 1, "z": 1, "final": 1, "D": 1}),
     ("seq_idx-cs256", "fp32", 2, 700, 4, 64, 128, 2, 256, {"seq": 1, "init": 1, "final": 1}),
     ("varlen+seq", "bf16", 1, 700, 4, 64, 64, 1, 64, {"varlen": 1, "seq": 1, "init": 1, "final": 1}),
-    ("varlen-noseq", "fp16", 1, 700, 4, 64, 128, 2, 128, {"varlen": 1, "init": 1}),
+    ("varlen-cs128", "fp16", 1, 700, 4, 64, 128, 2, 128, {"varlen": 1, "seq": 1, "init": 1, "z": 1}),
     ("seqlen1", "bf16", 3, 1, 4, 64, 64, 1, 64, {"final": 1, "init": 1}),
     ("seqlen65", "fp32", 1, 65, 2, 64, 64, 1, 64, {"final": 1}),
     ("dt-in-xdtype", "bf16", 2, 333, 4, 64, 64, 1, 128, {"dt_x": 1, "dt_softplus": 1, "final": 1}),
@@ -84,20 +84,14 @@ def bench_variants():
 
     return [
         ("table", {}),
-        ("state-PF0-occ2", st(pf=0)),
-        ("state-PF1-occ3", st(occ=3)),
-        ("state-PF1-occ4", st(occ=4)),
-        ("state-PF1-BN128-occ2", st(bn=128)),
-        ("state-PF1-LAT4-occ2", st(lat=4)),
-        ("state-PF1-BN32-occ4", st(bn=32, occ=4)),
-        ("scan-BN128-occ3", sc(occ=3)),
-        ("scan-BN128-occ4", sc(occ=4)),
-        ("scan-BN64-occ2", sc(bn=64)),
-        ("scan-BN64-occ4", sc(bn=64, occ=4)),
-        ("scan-BN128-LAT4-occ2", sc(lat=4)),
-        ("scan-BN128-persist-occ2", sc(persist=1)),
-        ("scan-BN64-persist-occ4", sc(bn=64, occ=4, persist=1)),
-        ("state-PF1-BP32-occ4", st(bp=32, occ=4)),
+        ("state-PF0-BN32-occ4", st(pf=0, bn=32, occ=4)),
+        ("state-PF1-BN64-occ2", st(bn=64, occ=2)),
+        ("state-PF0-BN64-occ2", st(pf=0, bn=64, occ=2)),
+        ("state-PF1-BN128-occ2", st(bn=128, occ=2)),
+        ("state-PF1-BN16-occ4", st(bn=16, occ=4)),
+        ("state-PF1-BN32-occ3", st(bn=32, occ=3)),
+        ("scan-BN128-occ2", sc(occ=2)),
+        ("scan-BN128-LAT3-occ3", sc(lat=3, occ=3)),
     ]
 
 

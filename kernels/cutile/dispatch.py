@@ -23,6 +23,7 @@ class Problem:
     headdim: int
     dstate: int
     chunk_size: int
+    batch_heads: int = 1  # batch * nheads: the independent sequences the state scan runs over
 
 
 @dataclass(frozen=True)
@@ -54,18 +55,30 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-# First matching rule wins. Occupancy 2 measured best on an H200 (bf16, b8 l2048 h32 p64 n128):
-# chunk_scan 0.345 -> 0.193 ms, chunk_state 0.314 -> 0.208 ms against the compiler's default.
+def _state_blocks(p: Problem, bn: int) -> int:
+    """Blocks of the chunk_state grid with 64-wide headdim tiles and bn-wide dstate tiles."""
+    return p.batch_heads * -(-p.headdim // 64) * -(-p.dstate // bn)
+
+
+# First matching rule wins. Measured on an H200 (bf16, b8 l2048 h32 p64 n128, chunk 64; ms):
+#   chunk_state (one sequential loop per block, so parallelism is blocks x occupancy):
+#     BN64 occ2 0.178 | BN64 occ4 0.179 | BN128 occ2 0.145 | BN32 occ4 0.140 | BP32 occ4 0.655
+#   chunk_scan: BN128 occ1 0.345 | occ2 0.154 | occ3 0.132 | occ4 0.288; BN64 occ2 0.291 | occ4 0.175;
+#     persistent grid occ2 0.263
+# chunk_state drops to BN 16 when BN 32 leaves fewer than two blocks per SM of an H200 (b*h small,
+# long sequences), since each block walks the whole sequence.
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
     ),
     "chunk_state": (
-        Rule("always", _always, Config(_c(BL=64, BP=64, BN=64, PF=1, LAT=0), occupancy=2)),
+        Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
+             Config(_c(BL=64, BP=64, BN=32, PF=1, LAT=0), occupancy=4)),
+        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=1, LAT=0), occupancy=4)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0), occupancy=2)),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0), occupancy=2)),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0), occupancy=3)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0), occupancy=3)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

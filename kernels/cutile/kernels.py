@@ -91,12 +91,16 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        PF: ct.Constant[int], LAT: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b).
 
-    x (b,l,h,p), Bm (b,l,g,n) in the input dtype; dtc, cs (b,h,Lpad) fp32; init (b,h,p,n) fp32;
-    seq_idx (b,l) int32; states (b,nchunks,h,p,n) in the state dtype; final (b,h,p,n) fp32.
-    One sequential loop over the BL-token tiles of the sequence; the state is carried in fp32
-    registers; at each chunk's first tile the state entering the chunk is stored (states[:, c]) and
-    then decayed to the chunk end (or dropped on a sequence change). With PF=1 the next tile's
-    operands are loaded one iteration ahead, so their latency overlaps this tile's product.
+    x (b,l,h,p), Bm (b,l,g,n) in the input dtype; dtc, cs (b,h,Lpad) fp32 (cs repeats its last
+    value past seqlen); init (b,h,p,n) fp32; seq_idx (b,l) int32; states (b,nchunks,h,p,n) in the
+    state dtype; final (b,h,p,n) fp32.
+
+    One sequential loop over the BL-token tiles of the sequence, the state carried in fp32
+    registers. At a chunk's first tile the state is decayed to the chunk end (or dropped where the
+    sequence changes); every tile adds x^T (B * 2^(cs_last - cs) * dt); after a chunk's last tile
+    the state is stored as the state entering the next chunk. Loads come before the store in each
+    iteration, and with PF=1 the next tile's operands (and the next chunk's end values) are loaded
+    one iteration ahead, so memory latency overlaps the product instead of following it.
     """
     tile = ct.bid(0)
     hh = ct.bid(1)
@@ -111,25 +115,21 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
     state = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
         state = ct.load(init, (b, hh, pt, nt), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+    ct.store(states, (b, 0, hh, pt, nt), state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
     seq_prev = ct.full((), 0, ct.int32)            # initial_states belong to sequence 0
+    # chunk 0's end values and tile 0's operands
+    te = ct.minimum(chunk_size, seqlen) - 1
+    cs_last = ct.load(cs, (b, hh, te), shape=())
     seq_last = ct.full((), 0, ct.int32)
-    cs_last = ct.full((), 0.0, ct.float32)
-    # operands of tile 0 (PF=1 carries the next tile's operands across iterations)
+    if has_seq != 0:
+        seq_last = ct.load(seq_idx, (b, te), shape=())
     xs = ct.load(x, (b, 0, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
     bs = ct.load(Bm, (b, 0, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
     dts = ct.load(dtc, (b, hh, 0), shape=(1, 1, BL)).reshape((BL,))
     css = ct.load(cs, (b, hh, 0), shape=(1, 1, BL)).reshape((BL,))
     for t in range(ntiles):
         c = t // n_sub
-        if t % n_sub == 0:
-            ct.store(states, (b, c, hh, pt, nt), state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
-            t_end = ct.minimum(c * chunk_size + chunk_size, seqlen) - 1     # last valid token
-            cs_last = ct.load(cs, (b, hh, t_end), shape=())
-            if has_seq != 0:
-                seq_last = ct.load(seq_idx, (b, t_end), shape=())
-            # select, not multiply, so a NaN state does not cross a sequence boundary
-            state = ct.where(seq_last == seq_prev, state * ct.exp2(cs_last), 0.0)
-            seq_prev = seq_last
+        sub = t - c * n_sub
         if PF == 0:
             if t > 0:
                 xs = ct.load(x, (b, t, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
@@ -138,7 +138,12 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                              latency=_lat(LAT)).reshape((BL, BN))
                 dts = ct.load(dtc, (b, hh, t), shape=(1, 1, BL)).reshape((BL,))
                 css = ct.load(cs, (b, hh, t), shape=(1, 1, BL)).reshape((BL,))
-        xc, bc, dtc_t, csc = xs, bs, dts, css
+                if sub == 0:
+                    te = ct.minimum(c * chunk_size + chunk_size, seqlen) - 1
+                    cs_last = ct.load(cs, (b, hh, te), shape=())
+                    if has_seq != 0:
+                        seq_last = ct.load(seq_idx, (b, te), shape=())
+        xc, bc, dtc_t, csc, csl, sql = xs, bs, dts, css, cs_last, seq_last
         if PF != 0:
             if t + 1 < ntiles:
                 xs = ct.load(x, (b, t + 1, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
@@ -147,14 +152,26 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                              latency=_lat(LAT)).reshape((BL, BN))
                 dts = ct.load(dtc, (b, hh, t + 1), shape=(1, 1, BL)).reshape((BL,))
                 css = ct.load(cs, (b, hh, t + 1), shape=(1, 1, BL)).reshape((BL,))
-        pos = t * BL + ct.arange(BL, dtype=ct.int32)
-        keep = pos < seqlen
+                if sub == n_sub - 1:                                       # t + 1 starts chunk c + 1
+                    te = ct.minimum(c * chunk_size + 2 * chunk_size, seqlen) - 1
+                    cs_last = ct.load(cs, (b, hh, te), shape=())
+                    if has_seq != 0:
+                        seq_last = ct.load(seq_idx, (b, te), shape=())
+        keep = (t * BL + ct.arange(BL, dtype=ct.int32)) < seqlen
         if has_seq != 0:
             seqs = ct.load(seq_idx, (b, t), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
-            keep = keep & (seqs == seq_last)
-        w = ct.where(keep, ct.exp2(cs_last - csc) * dtc_t, 0.0)
+            keep = keep & (seqs == sql)
+        w = ct.where(keep, ct.exp2(csl - csc) * dtc_t, 0.0)
         bw = (bc.astype(ct.float32) * w[:, None]).astype(x.dtype)
+        if sub == 0:
+            # select, not multiply, so a NaN state does not cross a sequence boundary
+            state = ct.where(sql == seq_prev, state * ct.exp2(csl), 0.0)
+            seq_prev = sql
         state = ct.mma(ct.transpose(xc), bw, state)
+        if sub == n_sub - 1:
+            if c + 1 < nchunks:
+                ct.store(states, (b, c + 1, hh, pt, nt),
+                         state.reshape((1, 1, 1, BP, BN)).astype(states.dtype))
     ct.store(final, (b, hh, pt, nt), state.reshape((1, 1, BP, BN)))
 
 

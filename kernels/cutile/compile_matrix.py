@@ -1,0 +1,158 @@
+"""Every kernel configuration the dispatch table can choose, compiled ahead of time on the CPU.
+
+    python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix
+    python -m kernels.cutile.compile_matrix --arch sm_120 --cover   # a covering set
+    python -m kernels.cutile.compile_matrix --list
+
+A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
+distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
+chunk_cumsum). A covering set holds each kernel's every constant value, occupancy and dtype at
+least once. Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
+layout the launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+
+from kernels.cutile import dispatch
+from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
+
+FULL_ARCHS = ("sm_90", "sm_100")
+COVER_ARCHS = ("sm_80", "sm_103", "sm_120")
+
+
+@dataclass(frozen=True)
+class Unit:
+    kernel: str
+    config: Config
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.kernel}[{self.dtype}|{self.config}]"
+
+
+def enumerate_matrix() -> list[Unit]:
+    """Every (kernel, config, dtype) the launcher can launch."""
+    return [Unit(k, cfg, dt) for k in dispatch.KERNEL_NAMES for cfg in dispatch.configs(k)
+            for dt in ELEMENT_DTYPES]
+
+
+def covering_set(units: list[Unit] | None = None) -> list[Unit]:
+    """A small subset holding, per kernel, each constant value, occupancy and dtype at least once."""
+    units = enumerate_matrix() if units is None else units
+
+    def features(u: Unit) -> set:
+        f = {(u.kernel, "dtype", u.dtype), (u.kernel, "occupancy", u.config.occupancy)}
+        f |= {(u.kernel, name, value) for name, value in u.config.constants}
+        return f
+
+    need = set().union(*(features(u) for u in units)) if units else set()
+    chosen: list[Unit] = []
+    while need:
+        best = max(units, key=lambda u: len(features(u) & need))
+        chosen.append(best)
+        need -= features(best)
+    return chosen
+
+
+def _kernel_fn(name: str):
+    from kernels.cutile import kernels as K  # noqa: PLC0415
+    return {"chunk_cumsum": K.chunk_cumsum_kernel, "chunk_state": K.chunk_state_kernel,
+            "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel}[name]
+
+
+def signature(unit: Unit):
+    """The KernelSignature of a unit: its arrays, scalars and constants in parameter order."""
+    import cuda.tile as ct  # noqa: PLC0415
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, ScalarConstraint  # noqa: PLC0415
+
+    def arr(dtype, ndim):
+        return ArrayConstraint(dtype, ndim, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+                               may_alias_internally=False, stride_constant=(None,) * (ndim - 1) + (1,),
+                               base_addr_divisible_by=16)
+
+    el = {"float32": ct.float32, "float16": ct.float16, "bfloat16": ct.bfloat16}[unit.dtype]
+    f32, i32 = ct.float32, ct.int32
+    si, sf = ScalarConstraint(ct.int32), ScalarConstraint(ct.float32)
+    params = {
+        # dt, A, dt_bias, dtc, cs | seqlen, chunk_size, has_bias, dt_softplus, dt_min, dt_max
+        "chunk_cumsum": [arr(el, 3), arr(f32, 1), arr(f32, 1), arr(f32, 3), arr(f32, 3), si, si, si, si, sf, sf],
+        # x, B, dtc, cs, init, seq_idx, states, final | seqlen, chunk_size, nchunks, hpg, has_init, has_seq
+        "chunk_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(f32, 4), arr(i32, 2), arr(el, 5),
+                        arr(f32, 4), si, si, si, si, si, si],
+        # x, z, B, C, dtc, cs, states, D, seq_idx, out | seqlen, chunk_size, nchunks, hpg, has_seq, has_d, has_z
+        "chunk_scan": [arr(el, 4), arr(el, 4), arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5),
+                       arr(f32, 2), arr(i32, 2), arr(el, 4), si, si, si, si, si, si, si],
+        # x, B, dtc, cs, states, cu_seqlens, out | chunk_size, hpg
+        "varlen_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5), arr(i32, 1), arr(el, 4),
+                         si, si],
+    }[unit.kernel]
+    params += [v for _, v in unit.config.constants]
+    return KernelSignature(params, CallingConvention.cutile_python_v1())
+
+
+def compile_unit(unit: Unit, arch: str, out_dir: str | None = None) -> tuple[str, bool, float, str]:
+    """Compile one unit for `arch`; -> (unit text, ok, seconds, error text)."""
+    from cuda.tile.compilation import export_kernel  # noqa: PLC0415
+    import io  # noqa: PLC0415
+    k = _kernel_fn(unit.kernel)
+    if unit.config.occupancy is not None:
+        k = k.replace_hints(occupancy=unit.config.occupancy)
+    t0 = time.time()
+    try:
+        target = io.BytesIO() if out_dir is None else os.path.join(
+            out_dir, f"{unit.kernel}-{unit.dtype}-{abs(hash(unit.config)) % 10**8}-{arch}.cubin")
+        export_kernel(k, [signature(unit)], target, gpu_code=arch, output_format="cubin")
+        size = len(target.getvalue()) if isinstance(target, io.BytesIO) else os.path.getsize(target)
+        if size == 0:
+            return str(unit), False, time.time() - t0, "empty cubin"
+        return str(unit), True, time.time() - t0, ""
+    except Exception as e:  # noqa: BLE001 - reported per unit
+        return str(unit), False, time.time() - t0, f"{type(e).__name__}: {e}"
+
+
+def _worker_init():
+    os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")   # measure real compiles, not cache hits
+
+
+def compile_all(units: list[Unit], arch: str, jobs: int = 2) -> list[tuple[str, bool, float, str]]:
+    """Compile units in `jobs` processes (tileiras is mostly single-threaded)."""
+    results = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_worker_init) as ex:
+        futs = [ex.submit(compile_unit, u, arch) for u in units]
+        for f in as_completed(futs):
+            results.append(f.result())
+    return results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", action="append", help="sm_90, sm_100, ... (repeatable)")
+    ap.add_argument("--cover", action="store_true", help="compile a covering set instead of the full matrix")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    units = covering_set() if args.cover else enumerate_matrix()
+    if args.list:
+        for u in units:
+            print(u)
+        print(f"{len(units)} units")
+        return 0
+    bad = 0
+    for arch in args.arch or ["sm_90"]:
+        t0 = time.time()
+        for name, ok, secs, err in compile_all(units, arch, args.jobs):
+            print(f"{'ok ' if ok else 'FAIL'} {arch} {secs:6.1f}s {name} {err[:400]}")
+            bad += not ok
+        print(f"{arch}: {len(units)} units in {time.time() - t0:.1f}s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
