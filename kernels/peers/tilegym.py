@@ -14,9 +14,9 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 
 * seqlen % chunk_size == 0: `_validate_chunk_size` (l.1393) raises otherwise.
 * chunk sizes 64 and 128: the two TileGym's own tests and perf runs use (64 takes the swap output
-  kernel, l.1518; >= 128 adds a state variant, l.649). 256 is not declared: the output kernel holds
-  a (chunk, chunk) fp32 score tile (l.45), 256 KiB at 256, and TileGym never runs it. Shorter chunks
-  are likewise untested there.
+  kernel, l.1518; >= 128 adds a state variant, l.649). 32 and 256 compile for sm_90
+  (scripts/tilegym_compile_probe.py) but TileGym never runs them, and at 256 the output kernel holds
+  a (256, 256) fp32 score tile (l.45, 256 KiB): not declared.
 * nheads % 4 == 0: the cumsum kernel's only head tiles are BLOCK_H in (4, 8, 16) and a config needs
   `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438).
   KernelInfo has no field for this yet, so the adapter checks it (argument `x`).
@@ -29,7 +29,8 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
   two agree for dt >= 0 only (not checked per call: that would cost a host sync).
 * dt in fp32 or in x's dtype: the cumsum kernel casts it to fp32 (l.812); TileGym's tests pass bf16 dt.
 * dtypes: bf16 is what TileGym tests. fp16 and fp32 are declared because the kernels are
-  dtype-generic (ct.mma takes f16, bf16, f32 operands) — the GPU property run is their first test.
+  dtype-generic (ct.mma takes f16, bf16, f32 operands) and compile for sm_90 with them
+  (scripts/tilegym_compile_probe.py); the GPU property run is their first test.
 * states: chunk-entry states are stored in c.dtype (`state_dtype=c.dtype`, l.1931; `hiddens`, l.1457)
   and carried in fp32 on chip; final_state is the fp32 accumulator (l.977) in init_state's dtype
   (`empty_like(init_state)`, l.1458): hence state_dtype="input", fp32 final states.
