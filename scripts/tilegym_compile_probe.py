@@ -9,7 +9,10 @@ declarations beyond what TileGym tests. Compiling is not running: correctness is
 Seen on 2026-11-30 (cuda-tile 1.7.0, tileiras 13.4): every kernel compiled for bf16/f16/f32 inputs, dt in
 fp32 or bf16, chunk 32, 64, 128 and 256, headdim 8..256, dstate 16..256.
 """
-import io, sys, time, itertools, traceback
+import io
+import sys
+import time
+
 import cuda.tile as ct
 from cuda.tile.compilation import ArrayConstraint, KernelSignature, CallingConvention, export_kernel
 import tilegym.ops.cutile.mamba2 as M
