@@ -79,6 +79,12 @@ class Catalog:
         raise KeyError(f"catalog {self.name}: no mutant {mutant_id!r}; ids: {', '.join(m.id for m in self.mutants)}")
 
 
+def available_catalogs() -> list[str]:
+    """Registered catalogs whose module exists (a catalog may be registered before it is written)."""
+    import importlib.util
+    return [n for n, mod in CATALOGS.items() if importlib.util.find_spec(mod) is not None]
+
+
 def load_catalog(name: str) -> Catalog:
     if name not in CATALOGS:
         raise ValueError(f"--catalog: unknown catalog {name!r}; known: {', '.join(CATALOGS)}")

@@ -12,6 +12,7 @@ Without --only it probes the unmutated tree (the suite's own headroom).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from mutation.catalog import load_catalog
-from mutation.run import ROOT, snapshot
+from mutation.run import ROOT, apply_patch, snapshot
 
 SCRIPT = r'''
 import json, sys, math, collections
@@ -29,7 +30,7 @@ from kernels.registry import lookup
 from properties import invariants
 from tests.strategies import ssd_problems
 
-impl, n, props = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+impl, n, props, pins = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), json.loads(sys.argv[4])
 info = lookup(impl)
 stats = {p: dict(applied=0, failed=0, max_share=0.0, first=None, worst=None, errors=0, by_dtype={}) for p in props}
 
@@ -38,6 +39,12 @@ stats = {p: dict(applied=0, failed=0, max_share=0.0, first=None, worst=None, err
 @given(st.data())
 def probe(data):
     problem = data.draw(ssd_problems(info))
+    if pins:
+        choice = {k: data.draw(st.sampled_from(v)) if isinstance(v, list) else v for k, v in pins.items()}
+        try:
+            problem = problem.replace(**choice)
+        except ValueError:
+            return
     for p in props:
         s = stats[p]
         try:
@@ -69,23 +76,30 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="mutant id (default: the unmutated tree)")
     ap.add_argument("--prop", action="append", help="property name (repeatable; default: all)")
     ap.add_argument("-n", type=int, default=100, help="problems to draw (default 100)")
+    ap.add_argument("--patch", action="append", type=Path, default=[], metavar="DIFF",
+                    help="apply this unified diff to the copied tree first (a proposed suite change)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a drawn SSDProblem field (a Python literal; a list draws one of its items)")
     args = ap.parse_args(argv)
     catalog = load_catalog(args.catalog)
     tmp = Path(tempfile.mkdtemp(prefix="ssdcheck-probe-"))
     try:
         tree = snapshot(ROOT, tmp / "repo")
+        for patch in args.patch:
+            apply_patch(tree, patch)
         if args.only:
             catalog.by_id(args.only).apply_to_tree(tree)
         script = tmp / "probe_script.py"
         script.write_text(SCRIPT)
         from properties.invariants import PROPERTIES
         props = args.prop or list(PROPERTIES)
-        proc = subprocess.run([sys.executable, str(script), catalog.impl, str(args.n), ",".join(props)], cwd=tree,
+        import ast
+        pins = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in args.set)}
+        proc = subprocess.run([sys.executable, str(script), catalog.impl, str(args.n), ",".join(props), json.dumps(pins)], cwd=tree,
                               env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
         if proc.returncode:
             print(proc.stdout, proc.stderr, file=sys.stderr)
             return 2
-        import json
         stats = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{args.only or '(unmutated)'}: {args.n} drawn problems")
         for p, s in stats.items():

@@ -93,6 +93,14 @@ def snapshot(root: Path, dest: Path) -> Path:
     return dest
 
 
+def apply_patch(tree: Path, patch: Path) -> None:
+    """Apply a unified diff (relative to the repository root) to a snapshot with `git apply`."""
+    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(Path(patch).resolve())], cwd=tree,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"--patch {patch}: does not apply: {proc.stderr.strip()}")
+
+
 def pytest_args(impl: str, matrix: bool) -> list[str]:
     """The users' own command (after `python -m pytest`), plus the counting plugin."""
     args = [TEST_FILE, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
@@ -346,6 +354,7 @@ class Report:
     budget_s: float
     matrix: bool
     isolation: str = "fork"
+    patches: tuple = ()
 
     def counted(self) -> list:
         return [o for o in self.outcomes if o.equivalent is None and o.status != "invalid"]
@@ -367,6 +376,11 @@ class Report:
         return [o for o in self.outcomes if o.equivalent is not None]
 
     @property
+    def wrongly_equivalent(self) -> list:
+        """Declared equivalent, yet a property failed: the written argument is wrong (or the suite is flaky)."""
+        return [o for o in self.outcomes if o.equivalent is not None and o.killed]
+
+    @property
     def score(self) -> float | None:
         n = len(self.counted())
         return len(self.killed) / n if n else None
@@ -376,11 +390,12 @@ class Report:
         return {
             "catalog": self.catalog, "impl": self.impl, "mutants": len(self.outcomes),
             "killed": len(k), "survived": len(self.survivors), "invalid": len(self.invalid),
-            "equivalent": len(self.equivalent), "score": self.score,
+            "equivalent": len(self.equivalent), "wrongly_equivalent": [o.id for o in self.wrongly_equivalent],
+            "score": self.score,
             "median_examples_to_kill": statistics.median(o.examples for o in k) if k else None,
             "median_seconds_to_kill": statistics.median(o.seconds for o in k) if k else None,
             "total_seconds": round(self.seconds, 1), "jobs": self.jobs, "budget_s": self.budget_s,
-            "matrix": self.matrix, "isolation": self.isolation,
+            "matrix": self.matrix, "isolation": self.isolation, "patches": [str(p) for p in self.patches],
             "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix)),
         }
 
@@ -396,7 +411,8 @@ class Report:
                  f"({s['survived']} survived, {s['invalid']} invalid, {s['equivalent']} equivalent). "
                  f"Median examples to kill: {s['median_examples_to_kill']}; median seconds to kill: "
                  f"{s['median_seconds_to_kill']}. Total {s['total_seconds']} s with {self.jobs} jobs.", "",
-                 f"Command per mutant: `{s['command']}`", "",
+                 f"Command per mutant: `{s['command']}` ({self.isolation} isolation)"
+                 + (f"; suite patched with {', '.join(s['patches'])}" if self.patches else ""), "",
                  "| id | category | status | killed by | examples | seconds | models |",
                  "|---|---|---|---|---|---|---|"]
         for o in self.outcomes:
@@ -418,8 +434,10 @@ class Report:
 
 def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: int = 2, matrix: bool = False,
                 root: Path = ROOT, baseline: bool = True, include_equivalent: bool = True,
-                isolation: str = "fork", progress=None) -> Report:
-    """Run every (or each `only`) mutant of `catalog`; `jobs` pytest processes at a time."""
+                isolation: str = "fork", patches=(), progress=None) -> Report:
+    """Run every (or each `only`) mutant of `catalog`; `jobs` pytest processes at a time. `patches`
+    (unified diffs) are applied to the snapshot first: a proposed suite change, tried without
+    touching the working tree."""
     mutants = [catalog.by_id(i) for i in only] if only else list(catalog.mutants)
     if not include_equivalent:
         mutants = [m for m in mutants if m.equivalent is None]
@@ -427,13 +445,15 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
     todo: list = ([None] if baseline else []) + mutants
     with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
         snap = snapshot(root, Path(tmp) / "repo")
+        for patch in patches:
+            apply_patch(snap, patch)
         problems = check_catalog(catalog, snap)
         results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
                           matrix=matrix, isolation=isolation, progress=progress)
     base = results.pop(0) if baseline else None
     return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
                   seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
-                  isolation=isolation)
+                  isolation=isolation, patches=tuple(patches))
 
 
 def _progress(o: Outcome) -> None:
@@ -454,6 +474,8 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the catalog and exit")
     ap.add_argument("--check", action="store_true", help="check that every snippet applies exactly once, and exit")
     ap.add_argument("--keep", action="store_true", help="keep the temporary tree of a single --only mutant")
+    ap.add_argument("--patch", action="append", type=Path, default=[], metavar="DIFF",
+                    help="apply this unified diff to the copied tree first (try a proposed suite change)")
     ap.add_argument("--isolation", choices=("fork", "process"), default="fork" if hasattr(os, "fork") else "process",
                     help="fork: one warm interpreter forks a child per run (default); process: a fresh "
                          "`python -m pytest` per run")
@@ -481,7 +503,8 @@ def main(argv=None) -> int:
     print(f"{catalog.name}: {len(args.only or catalog.mutants)} mutant(s) against {catalog.impl}, "
           f"{args.jobs} job(s), {args.budget_s:g} s each, isolation {args.isolation}", file=sys.stderr)
     report = run_catalog(catalog, only=args.only, budget_s=args.budget_s, jobs=args.jobs, matrix=args.matrix,
-                         baseline=not args.no_baseline, isolation=args.isolation, progress=_progress)
+                         baseline=not args.no_baseline, isolation=args.isolation, patches=args.patch,
+                         progress=_progress)
     md = report.markdown()
     print(md)
     if args.md:
@@ -492,7 +515,9 @@ def main(argv=None) -> int:
         print(f"BASELINE FAILS ({report.baseline.status}: {report.baseline.error}): the suite fails on the "
               f"unmutated source, so these results mean nothing", file=sys.stderr)
         return 2
-    return 1 if report.survivors or report.invalid else 0
+    for o in report.wrongly_equivalent:
+        print(f"{o.id} is declared equivalent but {o.killed_by} failed on it: {o.error}", file=sys.stderr)
+    return 1 if report.survivors or report.invalid or report.wrongly_equivalent else 0
 
 
 if __name__ == "__main__":
