@@ -9,11 +9,14 @@
   caps it, 2 GiB by default). We set that variable before anything imports cuda.tile and, if it
   is already imported, also `cuda.tile._cext.default_tile_context.config.cache_dir`.
 * `CompileTimer` wraps `cuda.tile._compile.compile_tile` (every compile, cache hits included) and
-  `compile_cubin` (the tileiras run on a cache miss) to add up their wall time. It installs itself
-  only once cuda.tile has been imported by the code under test (importing it costs seconds).
+  `compile_cubin` (the tileiras run on a cache miss) to add up their wall time. cuda.tile imports
+  `_compile` lazily at the first launch, and importing it ourselves costs seconds, so `watch()`
+  adds a post-import hook that wraps the two functions the moment the code under test imports it.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import sys
 import threading
@@ -105,18 +108,33 @@ class CompileTimer:
         self.tileiras_s = 0.0
         self.installed = False
         self._lock = threading.Lock()
+        self._hook = None
+
+    MODULE = "cuda.tile._compile"
+
+    def watch(self) -> None:
+        """Time compiles from now on: wrap now if cuda.tile._compile is loaded, else when it loads."""
+        if not self.maybe_install() and self._hook is None:
+            self._hook = _PostImportHook(self.MODULE, self._install_into)
+            sys.meta_path.insert(0, self._hook)
+
+    def unwatch(self) -> None:
+        if self._hook is not None and self._hook in sys.meta_path:
+            sys.meta_path.remove(self._hook)
+        self._hook = None
 
     def maybe_install(self) -> bool:
-        """Install once cuda.tile._compile is imported (never import it ourselves)."""
-        if self.installed or "cuda.tile._compile" not in sys.modules:
-            return self.installed
-        mod = sys.modules["cuda.tile._compile"]
+        """Install if cuda.tile._compile is imported (never import it ourselves)."""
+        if not self.installed and self.MODULE in sys.modules:
+            self._install_into(sys.modules[self.MODULE])
+        return self.installed
+
+    def _install_into(self, mod) -> None:
         for name, attr in (("compile_tile", "compile"), ("compile_cubin", "tileiras")):
             fn = getattr(mod, name, None)
             if fn is not None and not getattr(fn, "_ssdcheck_timed", False):
                 setattr(mod, name, self._timed(fn, attr))
         self.installed = True
-        return True
 
     def _timed(self, fn, attr: str):
         timer = self
@@ -144,3 +162,33 @@ class CompileTimer:
         return {"measured": bool(a.get("measured") or b.get("measured")),
                 **{k: round(a.get(k, 0) + b.get(k, 0), 3) for k in
                    ("compile_calls", "compile_s", "tileiras_calls", "tileiras_s")}}
+
+
+class _PostImportHook(importlib.abc.MetaPathFinder):
+    """Calls `callback(module)` right after the module `name` is executed by a normal import."""
+
+    def __init__(self, name: str, callback):
+        self.name = name
+        self.callback = callback
+        self._busy = False
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        exec_module, callback = spec.loader.exec_module, self.callback
+
+        def exec_then_callback(module):
+            exec_module(module)
+            try:
+                callback(module)
+            except Exception:  # timing is best effort; never break the import
+                pass
+        spec.loader.exec_module = exec_then_callback
+        return spec

@@ -158,6 +158,7 @@ class SSDState:
         self.device = gpu.pin_xdist_worker()
         self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), config.rootpath)
         gpu.apply_compile_cache(self.compile_cache)
+        self.timer.watch()
         from properties.report import add_sink
         add_sink(self.sink)
 
@@ -173,6 +174,7 @@ class SSDState:
     def pytest_unconfigure(self, config):
         from properties.report import remove_sink
         remove_sink(self.sink)
+        self.timer.unwatch()
 
     # ------------------------------------------------------------------ session start
     @pytest.hookimpl(trylast=True)
@@ -212,7 +214,6 @@ class SSDState:
     # ------------------------------------------------------------------ each test
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        self.timer.maybe_install()
         self.item = ItemStats(item.nodeid)
         if self.budget is not None:
             self.budget.start_item()
@@ -231,7 +232,6 @@ class SSDState:
             raise
         finally:
             stats, self.item = self.item, None
-            self.timer.maybe_install()
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
             elif hasattr(getattr(item, "obj", None), "hypothesis"):

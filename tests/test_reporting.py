@@ -375,3 +375,25 @@ def test_compile_timer_measures_compiles_once_cutile_is_loaded(monkeypatch):
     assert mod.compile_tile() == b"cubin"
     s = timer.to_dict()
     assert s["compile_calls"] == 1 and s["tileiras_calls"] == 1 and s["compile_s"] >= s["tileiras_s"] >= 0.01
+
+
+def test_post_import_hook_wraps_a_module_when_the_code_under_test_imports_it(tmp_path, monkeypatch):
+    """cuda.tile imports its compiler module lazily, at the first launch: the timer must catch that."""
+    pkg = tmp_path / "fake_tile"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_compile.py").write_text("def compile_cubin():\n    return b'c'\n"
+                                     "def compile_tile():\n    return compile_cubin()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    timer = gpu.CompileTimer()
+    monkeypatch.setattr(gpu.CompileTimer, "MODULE", "fake_tile._compile")
+    timer.watch()
+    try:
+        assert not timer.installed
+        import fake_tile._compile as mod
+        assert timer.installed and mod.compile_tile() == b"c"
+        assert timer.to_dict()["compile_calls"] == 1 and timer.to_dict()["tileiras_calls"] == 1
+    finally:
+        timer.unwatch()
+        sys.modules.pop("fake_tile._compile", None)
+        sys.modules.pop("fake_tile", None)
