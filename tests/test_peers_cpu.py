@@ -223,3 +223,9 @@ def test_gpu_run_summary_names_each_outcome_and_the_repro():
     assert "--ssd-problem" in fail["repro"]
     assert rows[1]["detail"] == "mamba-ssm needs a CUDA GPU"
     assert "INTERRUPTED" in render(rows, counts)
+
+
+def test_mamba_ssm_stages_say_they_need_a_gpu():
+    kw = _kw()
+    with pytest.raises(PeerUnavailable, match="CUDA"):
+        lookup("mamba-ssm").stages["chunk_cumsum"](kw["dt"], kw["A"], 64)

@@ -149,6 +149,8 @@ def mamba_ssm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, 
 
 def _stage(name):
     def call(*args, **kwargs):
+        first = next(a for a in args if isinstance(a, torch.Tensor))
+        require_cuda("mamba-ssm", first)
         return _STAGE_IMPLS[name](load_ssd_combined(), *args, **kwargs)
     call.__name__ = f"mamba_ssm_{name}"
     call.__doc__ = f"mamba_ssm's {name} stage (loaded at the first call)."
