@@ -72,6 +72,21 @@ def _load():
     return _peer_fn
 
 
+_ZEROS: dict = {}
+
+
+def _zeros(shape: tuple, device) -> torch.Tensor:
+    """A cached fp32 zero tensor: TileGym only reads d and init_state, so a zero start state or D
+    costs no allocation and memset inside a timed call."""
+    key = (tuple(shape), str(device))
+    t = _ZEROS.get(key)
+    if t is None:
+        if len(_ZEROS) >= 8:
+            _ZEROS.clear()
+        t = _ZEROS[key] = torch.zeros(shape, dtype=torch.float32, device=device)
+    return t
+
+
 def _check_shape_rules(x: torch.Tensor, B: torch.Tensor) -> None:
     """What TileGym's search spaces require beyond KernelInfo's fields (see the module docstring)."""
     h, p, n = x.shape[2], x.shape[3], B.shape[3]
@@ -109,9 +124,9 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
 
     b, _, h, p = x.shape
     n = B.shape[3]
-    d = torch.zeros(h, dtype=torch.float32, device=x.device) if D is None else D.float().contiguous()
+    d = _zeros((h,), x.device) if D is None else D.float().contiguous()
     if initial_states is None:
-        init_state = torch.zeros(b, h, p, n, dtype=torch.float32, device=x.device)
+        init_state = _zeros((b, h, p, n), x.device)
     else:
         init_state = initial_states.float().contiguous()
     out, final_state = forward(x.contiguous(), A.float().contiguous(), B.contiguous(), C.contiguous(), d,
