@@ -45,6 +45,8 @@ TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from kernels.contract import check_ssd_args, unpack_returns
@@ -134,6 +136,11 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
     return unpack_returns(out, final_state, None, return_final_states, False)
 
 
+# Declared as data too once KernelInfo has the field (proposed: strategies then draw only such nheads);
+# until then _check_shape_rules enforces it.
+_NHEADS_FIELD = ({"nheads_multiple_of": NHEADS_MULTIPLE_OF}
+                 if "nheads_multiple_of" in {f.name for f in dataclasses.fields(KernelInfo)} else {})
+
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -152,6 +159,7 @@ INFO = KernelInfo(
     notes=(f"TileGym 1.5.1 mamba2_chunk_forward; also needs nheads % {NHEADS_MULTIPLE_OF} == 0 and dt >= 0 "
            "(no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
            "bf16 is the only dtype TileGym itself tests"),
+    **_NHEADS_FIELD,
 )
 
 __all__ = ["INFO", "tilegym_forward", "NHEADS_MULTIPLE_OF"]
