@@ -16,7 +16,7 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 * chunk sizes 64 and 128: the two TileGym's own tests and perf runs use (64 takes the swap output
   kernel, l.1518; >= 128 adds a state variant, l.649). 32 and 256 compile for sm_90
   (scripts/tilegym_compile_probe.py) but TileGym never runs them, and at 256 the output kernel holds
-  a (256, 256) fp32 score tile (l.45, 256 KiB): not declared.
+  a (256, 256) fp32 score tile (l.44, 256 KiB): not declared.
 * nheads % 4 == 0: the cumsum kernel's only head tiles are BLOCK_H in (4, 8, 16) and a config needs
   `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438).
   KernelInfo has no field for this yet, so the adapter checks it (argument `x`).
@@ -27,7 +27,7 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 * no z, seq_idx, cu_seqlens/varlen states, dt_bias, dt_softplus or dt_limit: the signature has none.
   dt is used as given; mamba_ssm clamps dt to dt_limit=(0, inf) by default, TileGym does not, so the
   two agree for dt >= 0 only (not checked per call: that would cost a host sync).
-* dt in fp32 or in x's dtype: the cumsum kernel casts it to fp32 (l.812); TileGym's tests pass bf16 dt.
+* dt in fp32 or in x's dtype: the cumsum kernel casts it to fp32 (l.813); TileGym's tests pass bf16 dt.
 * dtypes: bf16 is what TileGym tests. fp16 and fp32 are declared because the kernels are
   dtype-generic (ct.mma takes f16, bf16, f32 operands) and compile for sm_90 with them
   (scripts/tilegym_compile_probe.py); the GPU property run is their first test.
