@@ -56,6 +56,7 @@ class KernelInfo:
     headdims: tuple[int, ...] | None = None  # None: any headdim
     dstates: tuple[int, ...] | None = None   # None: any dstate
     seqlen_multiple_of_chunk: bool = False
+    nheads_multiple_of: int = 1              # e.g. a kernel that tiles heads in blocks of 4
     options: frozenset[str] = ALL_OPTIONS
     stages: dict[str, Callable] | None = None
     device: str = "cuda"                     # "cuda", "cpu" or "any"
@@ -100,8 +101,11 @@ class UnsupportedProblem(ValueError):
 
 
 def check_supported(info: KernelInfo, *, dtype: str, chunk_size: int, seqlen: int, headdim: int,
-                    dstate: int, ngroups: int, options: set[str]) -> None:
+                    dstate: int, ngroups: int, options: set[str], nheads: int | None = None) -> None:
     """Raise UnsupportedProblem naming the argument an implementation does not support."""
+    if nheads is not None and nheads % info.nheads_multiple_of:
+        raise UnsupportedProblem(f"x: {info.name} needs nheads divisible by {info.nheads_multiple_of}, "
+                                 f"got nheads={nheads}")
     if dtype not in info.dtypes:
         raise UnsupportedProblem(f"x: {info.name} supports dtypes {info.dtypes}, got {dtype}")
     if chunk_size not in info.chunk_sizes:

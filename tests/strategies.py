@@ -73,13 +73,13 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     if gpu:
         headdim = draw(_weighted(_menu(info.headdims, GPU_HEADDIMS), GPU_DIM_WEIGHTS))
         dstate = draw(_weighted(_menu(info.dstates, GPU_DSTATES), GPU_DIM_WEIGHTS))
-        nheads = draw(st.sampled_from([1, 2, 4, 8, 8, 16]))
+        nheads = draw(st.sampled_from([h for h in (1, 2, 4, 8, 8, 16) if h % info.nheads_multiple_of == 0]))
         batch = draw(st.integers(1, 4))
         max_len = max_seqlen or 4096
     else:
         headdim = draw(st.sampled_from(_menu(info.headdims, CPU_DIMS)))
         dstate = draw(st.sampled_from(_menu(info.dstates, CPU_DIMS)))
-        nheads = draw(st.sampled_from([1, 2, 4]))
+        nheads = draw(st.sampled_from([h for h in (1, 2, 4, 8) if h % info.nheads_multiple_of == 0][:3]))
         batch = draw(st.integers(1, 3))
         max_len = max_seqlen or 4 * chunk_size + 3
     seqlen = draw(seqlens(chunk_size, max_len, info.seqlen_multiple_of_chunk))
@@ -88,8 +88,8 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     # Per-chunk log-decay: exactly 0, or log-uniform in [1e-4, 1e2] with extra weight on strong decay.
     decay = draw(st.one_of(st.just(0.0), st.floats(-4.0, 2.0).map(lambda e: 10.0 ** e),
                            st.floats(1.0, 2.0).map(lambda e: 10.0 ** e)))
-    def flag(name, p_true=True):
-        return name in opts and draw(st.booleans()) if p_true else False
+    def flag(name):
+        return name in opts and draw(st.booleans())
     seq_starts = draw(seq_boundaries(seqlen, chunk_size)) if flag("seq_idx") else ()
     varlen = bool(seq_starts) and batch == 1 and flag("varlen_states")
     D = draw(st.sampled_from([d for d, o in ((None, None), ("h", "D"), ("hp", "D_headdim")) if o is None or o in opts]))
