@@ -17,6 +17,10 @@
 #   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
 #   GROUP=smoke, BENCH_BUDGET_S=360   the bench group and its budget (TileGym tuning is skipped when
 #                          fewer than 180 s of it are left; PART=bench gives it all of TOTAL_S)
+#   SHARE_TIME=1           give each test an equal share of the time left (the ssdcheck plugin's
+#                          --ssd-fuzz-seconds: a test past its share stops drawing and passes with the
+#                          examples it ran, counted in the summary); 0: the profile's full example
+#                          counts, first tests first, the rest INTERRUPTED at the time limit
 #   MAMBA_AUTOTUNE=0       1: let mamba_ssm autotune in the tests too (each new (chunk, headdim,
 #                          dstate) then costs ~1 min of Triton autotuning; default pins its cheapest
 #                          config with MAMBA_DETERMINISTIC=1, the analogue of TILEGYM_DISABLE_AUTOTUNE)
@@ -31,7 +35,9 @@ TOTAL_S=${TOTAL_S:-570}
 GROUP=${GROUP:-smoke}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-360}
 MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-0}
+SHARE_TIME=${SHARE_TIME:-1}
 mkdir -p "$OUT/peers" "$OUT/bench"
+rm -f "$OUT/peers/results.jsonl" "$OUT/peers/report.json" "$OUT/peers/summary.txt"
 export PYTHONUNBUFFERED=1
 
 case ":${PYTHONPATH:-}:" in
@@ -79,22 +85,23 @@ fi
 TESTS_RC=skipped
 if [ "$PART" = all ] || [ "$PART" = tests ]; then
   t=$(( $(left) - 25 ))
-  if [ "$t" -lt 60 ]; then
+  if [ "$t" -lt 40 ]; then
     echo "== tests: skipped, only $(left)s left of TOTAL_S=$TOTAL_S"
   else
     impl_args=(); for i in $IMPLS; do impl_args+=(--impl "$i"); done
     k_args=(); [ -n "${K:-}" ] && k_args=(-k "$K")
     [ -n "${M:-}" ] && k_args+=(-m "$M")
     echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
-    rm -f "$OUT/peers/results.jsonl"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
+    share_args=(); [ "$SHARE_TIME" = 1 ] && share_args=(--ssd-fuzz-seconds=$(( t - 30 )))
     env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
-        -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" \
+        -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" "${share_args[@]}" \
+        --ssd-report="$OUT/peers/report.json" --ssd-repro-dir="$OUT/peers/repro" \
         --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1
     TESTS_RC=$?
-    echo "   pytest exit $TESTS_RC (124/130: stopped at the time limit); full log: $OUT/peers/pytest.log"
+    echo "   pytest exit $TESTS_RC (124: stopped at the time limit); log $OUT/peers/pytest.log, report $OUT/peers/report.json"
   fi
 fi
 

@@ -45,6 +45,9 @@ def pytest_runtest_logreport(report):
     text = ""
     if (report.failed or report.skipped) and report.longrepr is not None:
         text = str(report.longrepr)[:_MAX_TEXT]
+    props = {}
+    for k, v in getattr(report, "user_properties", ()) or ():   # e.g. ssd_examples, ssd_worst_share
+        props[str(k)] = v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
     _write({"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
             "duration": round(report.duration, 3), "t": time.time(), "text": text,
-            "xfail": bool(getattr(report, "wasxfail", ""))})
+            "xfail": bool(getattr(report, "wasxfail", "")), "props": props})

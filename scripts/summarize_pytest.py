@@ -3,8 +3,10 @@
     python scripts/summarize_pytest.py results.jsonl [more.jsonl ...]
 
 One line per test: PASS / FAIL / ERROR / SKIP / XFAIL / INTERRUPTED (started, never finished: the
-run hit its time limit there), its time, and for failures the first error line and the one-line
-repro command the property suite notes (`--ssd-problem "SSDProblem(...)"`).
+run hit its time limit there), its time, the examples it evaluated and its worst share of the
+tolerance (the ssdcheck plugin's `ssd_examples` / `ssd_worst_share`, 1.0 = at the limit), and for
+failures the first error line and the one-line repro command the property suite notes
+(`--ssd-problem "SSDProblem(...)"`).
 """
 from __future__ import annotations
 
@@ -68,18 +70,22 @@ def summarize(records: list[dict]) -> tuple[list[dict], dict]:
         if outcome == "PASS" and teardown and teardown["outcome"] == "failed":
             outcome, detail = "ERROR", "teardown: " + _first_error(teardown["text"])
         repro = _repro(call["text"]) if call and call["outcome"] == "failed" else None
+        props = (call or {}).get("props") or {}
         counts[outcome] = counts.get(outcome, 0) + 1
         rows.append({"nodeid": t["nodeid"], "outcome": outcome, "duration": t["duration"], "detail": detail,
-                     "repro": repro})
+                     "repro": repro, "examples": props.get("ssd_examples"), "worst": props.get("ssd_worst_share")})
     return rows, counts
 
 
 def render(rows: list[dict], counts: dict) -> str:
     head = ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items()))
-    out = [f"per-test summary: {len(rows)} tests: {head or 'none recorded'}", f"{'outcome':11} {'s':>7}  test"]
+    out = [f"per-test summary: {len(rows)} tests: {head or 'none recorded'}",
+           f"{'outcome':11} {'s':>7} {'examples':>8} {'worst':>6}  test"]
     for r in rows:
         name = r["nodeid"].split("::")[-1]
-        out.append(f"{r['outcome']:11} {r['duration']:7.1f}  {name}")
+        ex = "" if r.get("examples") is None else str(r["examples"])
+        worst = "" if r.get("worst") is None else f"{float(r['worst']):.2f}"
+        out.append(f"{r['outcome']:11} {r['duration']:7.1f} {ex:>8} {worst:>6}  {name}")
         if r["detail"]:
             out.append(f"{'':21}{r['detail']}")
         if r["repro"]:
