@@ -1,7 +1,8 @@
 """Run the property suite against every mutant of a catalog and report the mutation score.
 
     python -m mutation.run --catalog torch_ref [--only ID ...] [--budget-s 60] [--jobs 2]
-                           [--json out.json] [--md out.md] [--matrix] [--list] [--check]
+                           [--json out.json] [--md out.md] [--matrix] [--patch DIFF]
+                           [--isolation fork|process] [--list] [--check] [--keep]
 
 For each mutant: copy the repository (tracked plus untracked-not-ignored files; no .git or caches) to a
 fresh temporary directory, apply the mutant there, and run the users' own command
@@ -20,7 +21,9 @@ in its own process group, killed when it runs past --budget-s. The outcome:
 
 score = killed / (killed + survived), equivalent mutants (declared in the catalog) left out. The
 unmutated tree runs first as a baseline; if the suite fails there, nothing else means anything.
---matrix drops -x and records every property that kills each mutant (slower).
+--matrix drops -x and records every property that kills each mutant (slower). --patch applies a
+unified diff to the copied tree first (a proposed suite change, tried without touching the tree).
+Exit status: 0 all killed, 1 a survivor / invalid / wrongly-equivalent mutant, 2 the baseline fails.
 """
 from __future__ import annotations
 
@@ -423,12 +426,15 @@ class Report:
             by = by.replace("test_", "")
             lines.append(f"| {o.id} | {o.category} | {status} | {by} | {o.examples if o.examples is not None else ''} "
                          f"| {o.seconds:.1f} | {o.description} |")
-        notes = [o for o in self.outcomes if o.equivalent is not None or o.status == "invalid" or o.survived]
+        notes = [o for o in self.outcomes if o.equivalent is not None or o.status == "invalid" or o.survived
+                 or (o.killed and o.error and not o.error.startswith("AssertionError"))]
         if notes:
             lines += ["", "Notes:"]
             for o in notes:
                 why = o.equivalent if o.equivalent is not None else o.error or "no property failed"
-                lines.append(f"- `{o.id}` ({o.status if o.equivalent is None else 'equivalent'}): {why}")
+                status = "equivalent" if o.equivalent is not None else (
+                    "killed by a crash, not a property's verdict" if o.killed else o.status)
+                lines.append(f"- `{o.id}` ({status}): {why}")
         return "\n".join(lines) + "\n"
 
 
