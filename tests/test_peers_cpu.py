@@ -31,7 +31,7 @@ def test_adapters_import_without_their_peers():
 def test_tilegym_declares_its_real_capabilities():
     info = lookup("tilegym")
     assert info.name == "tilegym" and info.device == "cuda"
-    assert info.seqlen_multiple_of_chunk
+    assert info.seqlen_multiple_of_chunk and info.nheads_multiple_of == 4
     assert info.options == {"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}
     for missing in ("z", "seq_idx", "varlen_states", "dt_bias", "dt_softplus", "dt_limit", "D_headdim"):
         assert not info.supports(missing)

@@ -136,7 +136,7 @@ def mamba_ssm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, 
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
     check_supported(INFO, dtype=dtype_name(x), chunk_size=chunk_size, seqlen=x.shape[1], headdim=x.shape[3],
-                    dstate=B.shape[3], ngroups=B.shape[2],
+                    dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
                     options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
                                             dt_limit=dt_limit, initial_states=initial_states,
                                             seq_idx=seq_idx, return_final_states=return_final_states,

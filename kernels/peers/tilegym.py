@@ -18,8 +18,8 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
   (scripts/tilegym_compile_probe.py) but TileGym never runs them, and at 256 the output kernel holds
   a (256, 256) fp32 score tile (l.44, 256 KiB): not declared.
 * nheads % 4 == 0: the cumsum kernel's only head tiles are BLOCK_H in (4, 8, 16) and a config needs
-  `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438).
-  KernelInfo has no field for this yet, so the adapter checks it (argument `x`).
+  `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438):
+  declared as nheads_multiple_of=4.
 * headdim: BLOCK_HEAD = min(64, headdim) must divide headdim (l.655, l.675, l.694) and a tile side
   is a power of two: headdim a power of two up to 64, or a multiple of 64.
 * dstate: a multiple of 16, since the state kernel's BLOCK_STATE is 16, 32 or 64 (l.652).
@@ -44,8 +44,6 @@ Autotune: the first call of each new shape autotunes (minutes). Correctness runs
 TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this adapter never sets it.
 """
 from __future__ import annotations
-
-import dataclasses
 
 import torch
 
@@ -90,11 +88,9 @@ def _zeros(shape: tuple, device) -> torch.Tensor:
 
 
 def _check_shape_rules(x: torch.Tensor, B: torch.Tensor) -> None:
-    """What TileGym's search spaces require beyond KernelInfo's fields (see the module docstring)."""
-    h, p, n = x.shape[2], x.shape[3], B.shape[3]
-    if h % NHEADS_MULTIPLE_OF:
-        raise UnsupportedProblem(f"x: tilegym needs nheads divisible by {NHEADS_MULTIPLE_OF} "
-                                 f"(its cumsum kernel tiles heads by 4, 8 or 16), got nheads={h}")
+    """What TileGym's search spaces require beyond KernelInfo's fields (see the module docstring),
+    for headdims and dstates outside the declared menus."""
+    p, n = x.shape[3], B.shape[3]
     if not ((p <= 64 and p & (p - 1) == 0) or p % 64 == 0):
         raise UnsupportedProblem(f"x: tilegym needs headdim a power of two <= 64 or a multiple of 64, "
                                  f"got headdim={p}")
@@ -115,7 +111,7 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
     check_supported(INFO, dtype=dtype_name(x), chunk_size=chunk_size, seqlen=x.shape[1], headdim=x.shape[3],
-                    dstate=B.shape[3], ngroups=B.shape[2],
+                    dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
                     options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
                                             dt_limit=dt_limit, initial_states=initial_states,
                                             seq_idx=seq_idx, return_final_states=return_final_states,
@@ -136,11 +132,6 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
     return unpack_returns(out, final_state, None, return_final_states, False)
 
 
-# Declared as data too once KernelInfo has the field (proposed: strategies then draw only such nheads);
-# until then _check_shape_rules enforces it.
-_NHEADS_FIELD = ({"nheads_multiple_of": NHEADS_MULTIPLE_OF}
-                 if "nheads_multiple_of" in {f.name for f in dataclasses.fields(KernelInfo)} else {})
-
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -148,6 +139,7 @@ INFO = KernelInfo(
     chunk_sizes=(64, 128),
     headdims=(16, 32, 64, 128, 256),
     dstates=(16, 32, 64, 128, 256),
+    nheads_multiple_of=NHEADS_MULTIPLE_OF,
     seqlen_multiple_of_chunk=True,
     options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
     stages=None,
@@ -156,10 +148,8 @@ INFO = KernelInfo(
     matmul="tf32",
     bitwise_batch_invariant=False,
     deterministic=True,
-    notes=(f"TileGym 1.5.1 mamba2_chunk_forward; also needs nheads % {NHEADS_MULTIPLE_OF} == 0 and dt >= 0 "
-           "(no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
+    notes=("TileGym 1.5.1 mamba2_chunk_forward; dt must be >= 0 (no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
            "bf16 is the only dtype TileGym itself tests"),
-    **_NHEADS_FIELD,
 )
 
 __all__ = ["INFO", "tilegym_forward", "NHEADS_MULTIPLE_OF"]
