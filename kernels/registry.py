@@ -32,6 +32,11 @@ ALL_OPTIONS = frozenset({
     "ngroups",         # ngroups > 1 (ngroups == 1 is always allowed)
     "dt_input_dtype",  # dt in x's dtype instead of float32
 })
+# The argument of mamba_chunk_scan_combined that turns each option on, for error messages.
+OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "dt_softplus": "dt_softplus",
+                   "dt_limit": "dt_limit", "initial_states": "initial_states",
+                   "final_states": "return_final_states", "seq_idx": "seq_idx",
+                   "varlen_states": "return_varlen_states", "ngroups": "B", "dt_input_dtype": "dt"}
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_passing", "chunk_scan")
 
@@ -121,8 +126,8 @@ def check_supported(info: KernelInfo, *, dtype: str, chunk_size: int, seqlen: in
         options = options | {"ngroups"}
     missing = sorted(options - info.options)
     if missing:
-        raise UnsupportedProblem(f"{missing[0]}: not supported by {info.name} "
-                                 f"(it declares {sorted(info.options)})")
+        raise UnsupportedProblem(f"{OPTION_ARGUMENT[missing[0]]}: option {missing[0]!r} is not supported by "
+                                 f"{info.name} (it declares {sorted(info.options)})")
 
 
 def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
@@ -200,4 +205,5 @@ def lookup(spec: str) -> KernelInfo:
     if not isinstance(declared, KernelInfo):
         raise ValueError(f"impl: {spec!r}.ssd_info must be a kernels.registry.KernelInfo, "
                          f"got {type(declared).__name__}")
-    return declared.replace(fn=obj, name=declared.name or spec)
+    # The spec is the name, so failure messages print an --impl that resolves again.
+    return declared.replace(fn=obj, name=spec)

@@ -75,7 +75,7 @@ def test_unsupported_option_names_the_argument():
     ref = lookup("torch-ref")
     narrow = ref.replace(options=ref.options - {"z"})
     from kernels.registry import check_supported
-    with pytest.raises(UnsupportedProblem, match=r"^z: not supported by torch-ref"):
+    with pytest.raises(UnsupportedProblem, match=r"^z: option 'z' is not supported by torch-ref"):
         check_supported(narrow, dtype="float32", chunk_size=16, seqlen=10, headdim=8, dstate=8, ngroups=1,
                         options={"z"})
     with pytest.raises(UnsupportedProblem, match=r"^chunk_size: torch-ref supports"):
@@ -107,7 +107,7 @@ def test_module_function_revisions(monkeypatch):
     mod.declared, mod.undeclared = declared, undeclared
     monkeypatch.setitem(sys.modules, "user_rev", mod)
     info = lookup("user_rev:declared")
-    assert (info.name, info.chunk_sizes, info.fn) == ("mine", (32,), declared)
+    assert (info.name, info.chunk_sizes, info.fn) == ("user_rev:declared", (32,), declared)
     full = lookup("user_rev:undeclared")
     assert full.options == lookup("torch-ref").options | {"varlen_states"} and full.device == "cuda"
     assert lookup("kernels.torch_ref:ssd_forward").fn is lookup("torch-ref").fn

@@ -62,16 +62,16 @@ def _kw(**over):
 
 
 TILEGYM_REJECTS = [
-    ("z", lambda kw: {"z": torch.zeros_like(kw["x"])}, r"^z: not supported by tilegym"),
-    ("seq_idx", lambda kw: {"seq_idx": torch.zeros(2, 128, dtype=torch.int32)}, r"^seq_idx: not supported"),
+    ("z", lambda kw: {"z": torch.zeros_like(kw["x"])}, r"^z: option 'z' is not supported by tilegym"),
+    ("seq_idx", lambda kw: {"seq_idx": torch.zeros(2, 128, dtype=torch.int32)}, r"^seq_idx: option 'seq_idx' is not supported"),
     ("varlen", lambda kw: {"x": kw["x"][:1], "dt": kw["dt"][:1], "B": kw["B"][:1], "C": kw["C"][:1],
                            "initial_states": None, "cu_seqlens": torch.tensor([0, 64, 128], dtype=torch.int32),
                            "seq_idx": torch.tensor([[0] * 64 + [1] * 64], dtype=torch.int32),
-                           "return_varlen_states": True}, r"^(seq_idx|varlen_states): not supported"),
-    ("dt_bias", lambda kw: {"dt_bias": torch.zeros(4)}, r"^dt_bias: not supported"),
-    ("dt_softplus", lambda kw: {"dt_softplus": True}, r"^dt_softplus: not supported"),
-    ("dt_limit", lambda kw: {"dt_limit": (0.0, 1.0)}, r"^dt_limit: not supported"),
-    ("D (h, p)", lambda kw: {"D": torch.ones(4, 16)}, r"^D_headdim: not supported"),
+                           "return_varlen_states": True}, r"^(seq_idx|return_varlen_states): option '(seq_idx|varlen_states)' is not supported"),
+    ("dt_bias", lambda kw: {"dt_bias": torch.zeros(4)}, r"^dt_bias: option 'dt_bias' is not supported"),
+    ("dt_softplus", lambda kw: {"dt_softplus": True}, r"^dt_softplus: option 'dt_softplus' is not supported"),
+    ("dt_limit", lambda kw: {"dt_limit": (0.0, 1.0)}, r"^dt_limit: option 'dt_limit' is not supported"),
+    ("D (h, p)", lambda kw: {"D": torch.ones(4, 16)}, r"^D: option 'D_headdim' is not supported"),
     ("chunk_size", lambda kw: {"chunk_size": 256}, r"^chunk_size: tilegym supports \(64, 128\), got 256"),
     ("seqlen", lambda kw: {"x": kw["x"][:, :100], "dt": kw["dt"][:, :100], "B": kw["B"][:, :100],
                            "C": kw["C"][:, :100]}, r"^x: tilegym needs seqlen divisible by chunk_size=64"),
