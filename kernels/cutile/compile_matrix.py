@@ -6,8 +6,8 @@
 
 A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
-chunk_cumsum). A covering set holds each kernel's every constant value, occupancy and dtype at
-least once. Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
+chunk_cumsum). A covering set holds each kernel's every constant value and occupancy at least once
+(dtypes rotate across its picks). Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
 layout the launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
 """
 from __future__ import annotations
@@ -44,18 +44,19 @@ def enumerate_matrix() -> list[Unit]:
 
 
 def covering_set(units: list[Unit] | None = None) -> list[Unit]:
-    """A small subset holding, per kernel, each constant value, occupancy and dtype at least once."""
+    """A small subset holding, per kernel, each constant value and occupancy at least once; dtypes
+    rotate over the picks so every dtype shows up too (greedy set cover)."""
     units = enumerate_matrix() if units is None else units
 
     def features(u: Unit) -> set:
-        f = {(u.kernel, "dtype", u.dtype), (u.kernel, "occupancy", u.config.occupancy)}
-        f |= {(u.kernel, name, value) for name, value in u.config.constants}
-        return f
+        f = {(u.kernel, "occupancy", u.config.occupancy)}
+        return f | {(u.kernel, name, value) for name, value in u.config.constants}
 
     need = set().union(*(features(u) for u in units)) if units else set()
     chosen: list[Unit] = []
     while need:
-        best = max(units, key=lambda u: len(features(u) & need))
+        used = {u.dtype for u in chosen}
+        best = max(units, key=lambda u: (len(features(u) & need), u.dtype not in used))
         chosen.append(best)
         need -= features(best)
     return chosen

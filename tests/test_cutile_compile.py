@@ -1,0 +1,87 @@
+"""CI compile of the cuTile kernels on the CPU (no GPU): every configuration the dispatch table can
+choose, for sm_90 and sm_100; a covering set for sm_80, sm_103 and sm_120.
+
+Marked `compile` (select with `-m compile`, skip with `-m "not compile"`). Compiles run in
+CUTILE_COMPILE_JOBS processes (default 2) with cuTile's disk cache off, so the time is that of real
+compiles. Measured on the 2-core CI machine: see kernels/cutile/NOTES.md.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.compile
+
+cm = pytest.importorskip("kernels.cutile.compile_matrix")
+pytest.importorskip("cuda.tile")
+
+JOBS = int(os.environ.get("CUTILE_COMPILE_JOBS", "2"))
+
+
+def _report(results) -> str:
+    bad = [(name, err) for name, ok, _, err in results if not ok]
+    return "\n".join(f"{name}: {err[:2000]}" for name, err in bad)
+
+
+def test_matrix_is_not_empty_and_covers_every_kernel_and_dtype():
+    from kernels.cutile import dispatch
+    units = cm.enumerate_matrix()
+    assert units, "the dispatch table enumerates no compile unit"
+    for kernel in dispatch.KERNEL_NAMES:
+        assert dispatch.configs(kernel), f"{kernel}: no configuration in the dispatch table"
+        for dtype in dispatch.ELEMENT_DTYPES:
+            assert any(u.kernel == kernel and u.dtype == dtype for u in units), (kernel, dtype)
+    assert len(set(units)) == len(units)
+
+
+def test_matrix_holds_every_config_the_launcher_can_choose():
+    """Every problem the launcher accepts maps through the table onto an enumerated unit."""
+    from kernels.cutile import dispatch
+    units = set(cm.enumerate_matrix())
+    for dtype in dispatch.ELEMENT_DTYPES:
+        for p in (16, 32, 64, 128, 256):
+            for n in (16, 32, 64, 128, 256):
+                for chunk in (64, 128, 256):
+                    for bh in (1, 8, 64, 256, 4096):
+                        prob = dispatch.Problem(dtype, p, n, chunk, bh)
+                        for kernel in dispatch.KERNEL_NAMES:
+                            assert cm.Unit(kernel, dispatch.choose(kernel, prob), dtype) in units
+
+
+def test_covering_set_holds_every_constant_value():
+    units = cm.enumerate_matrix()
+    cover = cm.covering_set(units)
+    assert cover and set(cover) <= set(units)
+    for u in units:
+        for name, value in u.config.constants:
+            assert any(c.kernel == u.kernel and dict(c.config.constants).get(name) == value for c in cover), \
+                (u.kernel, name, value)
+        assert any(c.kernel == u.kernel and c.config.occupancy == u.config.occupancy for c in cover)
+
+
+def test_empty_enumeration_fails(monkeypatch):
+    """An empty table must not pass as 'everything compiled'."""
+    from kernels.cutile import dispatch
+    monkeypatch.setattr(dispatch, "TABLE", {k: () for k in dispatch.TABLE})
+    assert cm.enumerate_matrix() == []
+    with pytest.raises(AssertionError, match="enumerates no compile unit"):
+        test_matrix_is_not_empty_and_covers_every_kernel_and_dtype()
+
+
+@pytest.mark.parametrize("arch", cm.FULL_ARCHS)
+def test_every_config_compiles(arch):
+    units = cm.enumerate_matrix()
+    assert units
+    results = cm.compile_all(units, arch, jobs=JOBS)
+    assert len(results) == len(units)
+    assert all(ok for _, ok, _, _ in results), f"{arch}: compile failures\n{_report(results)}"
+
+
+@pytest.mark.parametrize("arch", cm.COVER_ARCHS)
+def test_covering_set_compiles(arch):
+    units = cm.covering_set()
+    assert units
+    results = cm.compile_all(units, arch, jobs=JOBS)
+    assert len(results) == len(units)
+    assert all(ok for _, ok, _, _ in results), f"{arch}: compile failures\n{_report(results)}"
