@@ -46,8 +46,10 @@ def test_torch_ref_mutants_are_killed(tmp_path):
         elif m["equivalent"] is not None and m["status"] == "killed":
             lines.append(f"  {m['id']} is declared equivalent, but {m['killed_by']} killed it: {m['error']}")
     s = report["summary"]
-    assert not lines, (
-        f"mutation score {s['score'] or 0:.1%} ({s['killed']} killed, {s['survived']} survived, {s['invalid']} invalid, "
-        f"{s['equivalent']} equivalent); not killed:\n" + "\n".join(lines)
-        + "\nreproduce one: python -m mutation.run --catalog torch_ref --only ID; "
-          "why it survives: python -m mutation.probe --only ID")
+    if lines:
+        pytest.fail(
+            f"mutation score {s['score'] or 0:.1%} ({s['killed']} killed, {s['survived']} survived, "
+            f"{s['invalid']} invalid, {s['equivalent']} equivalent); not killed:\n" + "\n".join(lines)
+            + "\nreproduce one: python -m mutation.run --catalog torch_ref --only ID"
+              "\nwhy it survives: python -m mutation.probe --only ID (mutation/proposals/ has fixes to try: --patch)",
+            pytrace=False)
