@@ -1,0 +1,158 @@
+"""The cutile implementation on a machine without a GPU: import, declaration, input policy.
+
+What runs the kernels lives in scripts/cutile_smoke.py (GPU) and the property suite; here we check
+everything that must hold before any launch: `import kernels.cutile` works, INFO declares exactly
+the contract, and every unsupported or malformed argument raises a ValueError naming it.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+import torch
+
+from kernels import registry
+from kernels.contract import SSDArgumentError
+
+cutile = pytest.importorskip("kernels.cutile")
+from kernels.cutile import dispatch, launcher  # noqa: E402
+
+
+def _problem(b=1, l=70, h=4, p=64, n=32, g=2, dtype=torch.bfloat16, device="cpu"):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(b, l, h, p, generator=gen).to(dtype)
+    dt = torch.rand(b, l, h, generator=gen)
+    A = -torch.rand(h, generator=gen)
+    B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+    C = torch.randn(b, l, g, n, generator=gen).to(dtype)
+    return [t.to(device) for t in (x, dt, A, B, C)]
+
+
+def test_import_needs_no_gpu_and_registers():
+    info = registry.lookup("cutile")
+    assert info is cutile.INFO and info.name == "cutile" and info.fn is cutile.ssd_forward
+    assert info.device == "cuda" and info.state_dtype == "input" and info.matmul == "ieee"
+    assert info.options == registry.ALL_OPTIONS
+    assert set(info.dtypes) == {"float32", "float16", "bfloat16"}
+    assert info.chunk_sizes == (64, 128, 256) and not info.seqlen_multiple_of_chunk
+    assert info.headdims == info.dstates == (16, 32, 64, 128, 256)
+    assert set(info.stages) == {"chunk_cumsum", "chunk_state_and_passing", "chunk_scan"}
+    assert set(info.stages) <= set(registry.STAGE_NAMES)
+
+
+def test_signature_is_mamba_ssm():
+    params = inspect.signature(cutile.ssd_forward).parameters
+    expected = [("x", None), ("dt", None), ("A", None), ("B", None), ("C", None), ("chunk_size", None),
+                ("D", None), ("z", None), ("dt_bias", None), ("initial_states", None), ("seq_idx", None),
+                ("cu_seqlens", None), ("dt_softplus", False), ("dt_limit", (0.0, math.inf)),
+                ("return_final_states", False), ("return_varlen_states", False)]
+    assert list(params) == [name for name, _ in expected]
+    for name, default in expected[6:]:
+        assert params[name].default == default, name
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_running_without_a_gpu_is_a_clear_error():
+    with pytest.raises(cutile.CutileUnavailable, match="needs a CUDA GPU"):
+        cutile.ssd_forward(*_problem(), 64)
+    with pytest.raises(cutile.CutileUnavailable, match="needs a CUDA GPU"):
+        cutile.chunk_cumsum(torch.rand(1, 10, 2), -torch.rand(2), 64)
+
+
+def _bad(name, fn, *args, **kwargs):
+    with pytest.raises(ValueError) as info:
+        fn(*args, **kwargs)
+    assert str(info.value).startswith(f"{name}:") or f"{name}:" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("case", ["chunk32", "chunk512", "headdim48", "dstate24", "x64", "dt_fp16",
+                                  "A_bf16", "D_fp64", "bias_fp64", "init_fp16", "B_dtype", "z_dtype"])
+def test_unsupported_arguments_are_named(case):
+    x, dt, A, B, C = _problem()
+    args, kw, chunk, name = [x, dt, A, B, C], {}, 64, None
+    if case == "chunk32":
+        chunk, name = 32, "chunk_size"
+    elif case == "chunk512":
+        chunk, name = 512, "chunk_size"
+    elif case == "headdim48":
+        args[0], name = x[..., :48], "x"
+    elif case == "dstate24":
+        args[3], args[4], name = B[..., :24], C[..., :24], "B"
+    elif case == "x64":
+        args = [x.double(), dt, A, B.double(), C.double()]
+        name = "x"
+    elif case == "dt_fp16":
+        args[1], name = dt.half(), "dt"
+    elif case == "A_bf16":
+        args[2], name = A.bfloat16(), "A"
+    elif case == "D_fp64":
+        kw["D"], name = torch.ones(4, dtype=torch.float64), "D"
+    elif case == "bias_fp64":
+        kw["dt_bias"], name = torch.ones(4, dtype=torch.float64), "dt_bias"
+    elif case == "init_fp16":
+        kw["initial_states"], name = torch.zeros(1, 4, 64, 32, dtype=torch.float16), "initial_states"
+    elif case == "B_dtype":
+        args[3], name = B.float(), "B"
+    elif case == "z_dtype":
+        kw["z"], name = x.float(), "z"
+    _bad(name, cutile.ssd_forward, *args, chunk, **kw)
+
+
+def test_mixed_devices_are_named():
+    x, dt, A, B, C = _problem()
+    _bad("C", cutile.ssd_forward, x, dt, A, B, C.to("meta"), 64)
+    _bad("dt_bias", cutile.ssd_forward, x, dt, A, B, C, 64, dt_bias=torch.zeros(4, device="meta"))
+
+
+def test_stage_arguments_are_named():
+    x, dt, A, B, C = _problem(l=130)
+    dA = torch.zeros(1, 4, 3, 64)
+    _bad("chunk_size", cutile.chunk_cumsum, dt, A, 100)
+    _bad("A", cutile.chunk_cumsum, dt, A[:3], 64)
+    _bad("dt_out", cutile.chunk_state_and_passing, B, x, dA[:, :, :2], dA)
+    _bad("initial_states", cutile.chunk_state_and_passing, B, x, dA, dA, torch.zeros(1, 4, 64, 16))
+    states = torch.zeros(1, 3, 4, 64, 32, dtype=torch.bfloat16)
+    _bad("states_in", cutile.chunk_scan, B, C, x, dA, dA, states[:, :2])
+    _bad("states_in", cutile.chunk_scan, B, C, x, dA, dA, states.half())
+    _bad("D", cutile.chunk_scan, B, C, x, dA, dA, states, D=torch.zeros(5))
+    _bad("C", cutile.chunk_scan, B, C.float(), x, dA, dA, states)
+
+
+def test_contract_errors_come_first():
+    x, dt, A, B, C = _problem()
+    with pytest.raises(SSDArgumentError, match="^seq_idx"):
+        cutile.ssd_forward(x, dt, A, B, C, 64, seq_idx=torch.ones(1, 70, dtype=torch.int32))
+    with pytest.raises(SSDArgumentError, match="^B"):
+        B3 = torch.randn(1, 70, 3, 32).to(x.dtype)
+        cutile.ssd_forward(x, dt, A, B3, B3, 64)   # 3 groups do not divide 4 heads
+
+
+def test_dispatch_table_chooses_for_every_supported_problem():
+    for dtype in dispatch.ELEMENT_DTYPES:
+        for p in (16, 32, 64, 128, 256):
+            for n in (16, 32, 64, 128, 256):
+                for bh in (1, 32, 256, 100_000):
+                    prob = dispatch.Problem(dtype, p, n, 64, bh)
+                    for kernel in dispatch.KERNEL_NAMES:
+                        cfg = dispatch.choose(kernel, prob)
+                        assert cfg.get("BL") == 64
+    # small batch*heads gets narrower dstate tiles (more blocks for the sequential state scan)
+    few = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 32))
+    many = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 1024))
+    assert few.get("BN") < many.get("BN")
+
+
+def test_batch_slices_keep_int32_indexing():
+    assert launcher._batch_slices(8, [1000, 10]) == [(0, 8)]
+    big = 2**30
+    assert launcher._batch_slices(5, [big, 10]) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert launcher._batch_slices(4, [2**29]) == [(0, 3), (3, 4)]
+    with pytest.raises(ValueError, match="^x:"):
+        launcher._batch_slices(1, [2**31])
+
+
+def test_nan_policy_is_documented():
+    doc = launcher.__doc__
+    assert "NaN / Inf are passed through, never sanitized" in doc
+    assert "0 * NaN = NaN" in doc
