@@ -4,9 +4,11 @@ This is data, read by the launcher (to choose) and by compile_matrix.py (to enum
 configuration CI must compile). Add a row here and CI compiles it; nothing else chooses constants.
 
 Every kernel tiles the sequence in BL = 64 tokens whatever the chunk size (the chunk size is a
-run-time argument), so the table only depends on the element dtype and dstate. Headdim and dstate
-below 64 are served by the 64-wide tiles with zero padding (correct, a little wasted work on
-problems far from the performance target); headdim and dstate above 64 loop over tiles.
+run-time argument), so the table looks at dstate (chunk_scan's dstate tile) and batch*heads
+(chunk_state's dstate tile, which sets how many blocks walk the sequence in parallel). Headdim and
+dstate below the tile width are served with zero padding (correct, a little wasted work on problems
+far from the performance target); larger ones loop over tiles. The element dtype does not change
+the choice but does make a separate compile unit (compile_matrix.py).
 """
 from __future__ import annotations
 
