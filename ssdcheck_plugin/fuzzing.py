@@ -60,8 +60,17 @@ class TimeBudget:
         return not self.failure_seen and self.calls >= self.min_calls and now >= self.item_deadline
 
 
-def wrap_inner_test(test_fn, budget_getter) -> bool:
-    """Make the Hypothesis test `test_fn` stop when `budget_getter()`'s current share expires.
+_ACTIVE: list[TimeBudget | None] = [None]   # the budget of the session running now (None: no budget)
+
+
+def activate(budget: TimeBudget | None) -> None:
+    """Make `budget` the one wrapped tests obey; `activate(None)` at the end of the session, so a
+    later in-process pytest session (mutation runs) never inherits an expired budget."""
+    _ACTIVE[0] = budget
+
+
+def wrap_inner_test(test_fn) -> bool:
+    """Make the Hypothesis test `test_fn` stop when the active budget's current share expires.
     The wrapper is installed once per function (parametrized items share it)."""
     handle = getattr(test_fn, "hypothesis", None)
     if handle is None or getattr(handle.inner_test, "_ssdcheck_budget", False):
@@ -69,7 +78,7 @@ def wrap_inner_test(test_fn, budget_getter) -> bool:
     inner = handle.inner_test
 
     def budgeted(*args, **kwargs):
-        budget = budget_getter()
+        budget = _ACTIVE[0]
         if budget is not None:
             if budget.expired():
                 raise FuzzTimeUp()

@@ -28,6 +28,7 @@ from ssdcheck_plugin import gate as gate_mod
 from ssdcheck_plugin import gpu
 from ssdcheck_plugin.aggregate import Aggregate, ItemStats, num
 from ssdcheck_plugin.fuzzing import FuzzTimeUp, Progress, TimeBudget, wrap_inner_test
+from ssdcheck_plugin.fuzzing import activate as fuzz_activate
 
 SCHEMA = "ssdcheck-report/1"
 DEFAULT_DB = ".ssdcheck-cache/hypothesis"
@@ -175,6 +176,7 @@ class SSDState:
         from properties.report import remove_sink
         remove_sink(self.sink)
         self.timer.unwatch()
+        fuzz_activate(None)
 
     # ------------------------------------------------------------------ session start
     @pytest.hookimpl(trylast=True)
@@ -198,6 +200,7 @@ class SSDState:
         if until is not None:
             workers = int(config.workerinput.get("workercount", 1)) if self.worker_id else 1
             self.budget = TimeBudget(until, workers=workers)
+            fuzz_activate(self.budget)
         path = config.getoption("ssd_progress")
         if path and not _xdist_active(config):
             path = _resolve(config, f"{path}.{self.worker_id}" if self.worker_id else path)
@@ -217,7 +220,7 @@ class SSDState:
         self.item = ItemStats(item.nodeid)
         if self.budget is not None:
             self.budget.start_item()
-            wrap_inner_test(getattr(item, "obj", None), lambda: self.budget)
+            wrap_inner_test(getattr(item, "obj", None))
         if self.progress is not None:
             self.progress.current = item.nodeid
             self.progress.write(force=True)
@@ -225,7 +228,8 @@ class SSDState:
         try:
             return (yield)
         except FuzzTimeUp:
-            self.budget.cut += 1
+            if self.budget is not None:
+                self.budget.cut += 1
             return None
         except BaseException:
             failed = True
