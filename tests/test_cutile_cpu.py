@@ -156,3 +156,11 @@ def test_nan_policy_is_documented():
     doc = launcher.__doc__
     assert "NaN / Inf are passed through, never sanitized" in doc
     assert "0 * NaN = NaN" in doc
+
+
+def test_stage_entry_points_refuse_int32_overflow(monkeypatch):
+    with pytest.raises(ValueError, match="^states_in:"):
+        launcher._check_int32(x=torch.zeros(2), states_in=2**31)
+    launcher._check_int32(x=torch.zeros(2), states_in=2**31 - 1)
+    _bad("x", cutile.chunk_state_and_passing, torch.zeros(1, 0, 4, 64), torch.zeros(1, 0, 1, 16),
+         torch.zeros(1, 4, 0, 64), torch.zeros(1, 4, 0, 64))

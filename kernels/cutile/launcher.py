@@ -307,6 +307,22 @@ def _check_chunked(name: str, t, shape: tuple) -> None:
         raise _bad(name, f"shape {tuple(shape)}", f"shape {tuple(t.shape)}")
 
 
+def _check_int32(**named) -> None:
+    """Stage entry points do not split the batch: every tensor must fit int32 indexing."""
+    for name, t in named.items():
+        count = t.numel() if isinstance(t, torch.Tensor) else t
+        if count is not None and count > INT32_MAX:
+            raise _bad(name, f"at most {INT32_MAX} elements (kernels index in int32; ssd_forward splits "
+                             f"the batch, the stage entry points do not)", f"{count}")
+
+
+def _check_x(x) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise _bad("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)", getattr(x, "shape", type(x).__name__))
+    if min(x.shape) < 1:
+        raise _bad("x", "every dimension >= 1", tuple(x.shape))
+
+
 def _same_device(x: torch.Tensor, **named) -> None:
     for name, t in named.items():
         if t is not None and t.device != x.device:
@@ -319,6 +335,8 @@ def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0
     if not isinstance(dt, torch.Tensor) or dt.dim() != 3:
         raise _bad("dt", "a 3-dim tensor (batch, seqlen, nheads)", getattr(dt, "shape", type(dt).__name__))
     b, l, h = dt.shape
+    if min(dt.shape) < 1:
+        raise _bad("dt", "every dimension >= 1", tuple(dt.shape))
     _dtype_name("dt", dt)
     _check_chunked("A", A, (h,))
     if A.dtype != torch.float32:
@@ -329,6 +347,7 @@ def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0
     if chunk_size not in CHUNK_SIZES:
         raise _bad("chunk_size", f"one of {CHUNK_SIZES}", chunk_size)
     _same_device(dt, A=A, dt_bias=dt_bias)
+    _check_int32(dt=dt, dA_cumsum=b * h * -(-l // chunk_size) * chunk_size)
     _require_cuda(dt)
     with torch.cuda.device(dt.device):
         bias32 = _dense(dt_bias.float()) if dt_bias is not None else None
@@ -345,8 +364,7 @@ def _log2_cs(dA_cumsum):
 def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_idx=None):
     """Kernel 2 (chunk states fused with the scan across chunks).
     -> (states_in (b, c, h, p, n) in x.dtype: the state entering each chunk, final_states (b,h,p,n) fp32)."""
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        raise _bad("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)", getattr(x, "shape", type(x).__name__))
+    _check_x(x)
     b, l, h, p = x.shape
     _dtype_name("x", x)
     if not isinstance(B, torch.Tensor) or B.dim() != 4 or B.shape[:2] != x.shape[:2] or h % B.shape[2]:
@@ -367,6 +385,7 @@ def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_id
     if seq_idx is not None:
         _check_chunked("seq_idx", seq_idx, (b, l))
     _same_device(x, B=B, dt_out=dt_out, dA_cumsum=dA_cumsum, initial_states=initial_states, seq_idx=seq_idx)
+    _check_int32(x=x, B=B, dA_cumsum=dA_cumsum, states_in=b * c * h * p * n)
     _require_cuda(x)
     with torch.cuda.device(x.device):
         return _run_state(_dense(x), _dense(B), _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
@@ -377,8 +396,7 @@ def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_id
 def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=None):
     """Kernel 3: out (b,l,h,p) in x.dtype from the chunk quantities. states_in (b,c,h,p,n) is used
     in x.dtype (rounded here if given in float32), as the fused pipeline stores it."""
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        raise _bad("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)", getattr(x, "shape", type(x).__name__))
+    _check_x(x)
     b, l, h, p = x.shape
     _dtype_name("x", x)
     for name, t in (("B", B), ("C", C)):
@@ -410,6 +428,7 @@ def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=No
     if seq_idx is not None:
         _check_chunked("seq_idx", seq_idx, (b, l))
     _same_device(x, B=B, C=C, dt_out=dt_out, dA_cumsum=dA_cumsum, states_in=states_in, D=D, z=z, seq_idx=seq_idx)
+    _check_int32(x=x, B=B, dA_cumsum=dA_cumsum, states_in=states_in)
     _require_cuda(x)
     with torch.cuda.device(x.device):
         D32 = _dense(D.float().reshape(h, -1).expand(h, p)) if D is not None else None
