@@ -1,0 +1,41 @@
+"""Markdown summary of an ssdcheck JSON report: per-property examples, failures, worst share of the
+tolerance used, and the feature tallies a GPU gate report must show.
+
+    python3 scripts/summarize_report.py out/report.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(path: str) -> None:
+    r = json.load(open(path))
+    meta = r["meta"]
+    gpu = meta.get("gpu") or {}
+    print(f"# ssdcheck run {meta['created']}\n")
+    print(f"- GPU: {', '.join(d.get('name', '?') for d in gpu.get('devices', [])) or 'none'}; "
+          f"driver {gpu.get('driver')}; versions {meta.get('versions')}")
+    print(f"- profile: {meta['hypothesis']['profile']} (max_examples {meta['hypothesis']['max_examples']}); "
+          f"command: {' '.join(meta['command'])}")
+    s = r["summary"]
+    print(f"- tests: {s['tests']}; examples {s['examples']}; failing examples {s['failures']}; "
+          f"worst share {s['worst_share']:.3g} at {s['worst']}\n")
+    print("| impl | property | examples | failures | worst share of tolerance |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for p in r["properties"]:
+        print(f"| {p['impl']} | {p['prop']} | {p['examples']} | {p['failures']} | {p['worst_share']:.3g} |")
+    print("\nFeature tallies (fraction of examples):\n")
+    for impl, t in r["tallies"].items():
+        fr = ", ".join(f"{k} {v:.1%}" for k, v in t["fraction"].items())
+        print(f"- {impl}: {t['examples']} examples: {fr}")
+    print("\nWorst error per output:\n")
+    print("| impl | property | output | dtype | examples | max abs | worst share |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: |")
+    for x in r["results"]:
+        print(f"| {x['impl']} | {x['prop']} | {x['output']} | {x['dtype']} | {x['examples']} | "
+              f"{x['max_abs']:.3g} | {x.get('worst_share', float('nan')):.3g} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
