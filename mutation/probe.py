@@ -78,6 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("-n", type=int, default=100, help="problems to draw (default 100)")
     ap.add_argument("--patch", action="append", type=Path, default=[], metavar="DIFF",
                     help="apply this unified diff to the copied tree first (a proposed suite change)")
+    ap.add_argument("--json", type=Path, help="also write the per-property statistics here")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a drawn SSDProblem field (a Python literal; a list draws one of its items)")
     args = ap.parse_args(argv)
@@ -101,6 +102,8 @@ def main(argv=None) -> int:
             print(proc.stdout, proc.stderr, file=sys.stderr)
             return 2
         stats = json.loads(proc.stdout.strip().splitlines()[-1])
+        if args.json:
+            args.json.write_text(json.dumps({"mutant": args.only, "n": args.n, "pins": pins, "props": stats}, indent=1))
         print(f"{args.only or '(unmutated)'}: {args.n} drawn problems")
         for p, s in stats.items():
             print(f"  {p:<36} applied {s['applied']:>4}  failed {s['failed']:>4}  max share {s['max_share']:.3g}")

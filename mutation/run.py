@@ -213,8 +213,11 @@ class _Running:
     def kill(self):
         try:
             os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        except ProcessLookupError:     # a forked child killed before its setsid(): no group yet
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         while self.poll() is None:
             time.sleep(0.01)
 
