@@ -70,7 +70,14 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     dtype = draw(st.sampled_from(sorted(info.dtypes)))
     chunk_size = draw(st.sampled_from(sorted(c for c in info.chunk_sizes if gpu or c <= 64) or
                                       sorted(info.chunk_sizes)))
-    if gpu:
+    if max_seqlen is not None and max_seqlen > 8192:
+        # Long sequences: few heads and small tiles keep a float64 problem within a few GB.
+        headdim = draw(st.sampled_from(_menu(info.headdims, (16, 32, 64))))
+        dstate = draw(st.sampled_from(_menu(info.dstates, (16, 32, 64))))
+        nheads = draw(st.sampled_from([h for h in (1, 2, 4) if h % info.nheads_multiple_of == 0] or
+                                      [info.nheads_multiple_of]))
+        batch, max_len = 1, max_seqlen
+    elif gpu:
         headdim = draw(_weighted(_menu(info.headdims, GPU_HEADDIMS), GPU_DIM_WEIGHTS))
         dstate = draw(_weighted(_menu(info.dstates, GPU_DSTATES), GPU_DIM_WEIGHTS))
         nheads = draw(st.sampled_from([h for h in (1, 2, 4, 8, 8, 16) if h % info.nheads_multiple_of == 0]))
