@@ -12,14 +12,14 @@
 #                    cold (default): each run starts with an empty cuTile compile cache of its own, so
 #                    both pay the same compiles; shared: both use .ssdcheck-cache/cutile (the second
 #                    run then finds the first one's cubins, which flatters it)
-#   PYTHON=python    the interpreter
+#   PYTHON=python3   the interpreter
 #
 # Writes: one-gpu.{json,xml,log}, n2.{json,xml,log} (n$WORKERS), times.txt, compare.md, compare.json,
 # summary.json, nvidia-smi.txt. Exit 0 when every test has the same outcome in both runs, 1 when a
 # verdict differs, 2 when a run could not produce its report.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python}"
+PY="${PYTHON:-python3}"
 WORKERS="${WORKERS:-2}"
 DEST="${OUT:-$PWD/out}/gpu_ci_compare"
 mkdir -p "$DEST"
