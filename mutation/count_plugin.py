@@ -48,6 +48,20 @@ def _problem_line(e: BaseException) -> str | None:
     return next((ln.strip() for ln in str(e).splitlines() if ln.strip().startswith("SSDProblem(")), None)
 
 
+SEED_ENV = "SSDCHECK_MUTATION_SEED"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """With $SSDCHECK_MUTATION_SEED (and --hypothesis-seed): the `mutant` profile, not derandomized.
+    A measurement of how robust a kill is (mutation.run --seeds), never the verdict itself."""
+    if os.environ.get(SEED_ENV) is None:
+        return
+    from hypothesis import settings
+    settings.register_profile("mutant-seeded", parent=settings.get_profile("mutant"), derandomize=False)
+    settings.load_profile("mutant-seeded")
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
     hyp = getattr(getattr(item, "obj", None), "hypothesis", None)

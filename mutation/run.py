@@ -104,10 +104,13 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise SystemExit(f"--patch {patch}: does not apply: {proc.stderr.strip()}")
 
 
-def pytest_args(impl: str, matrix: bool) -> list[str]:
-    """The users' own command (after `python -m pytest`), plus the counting plugin."""
+def pytest_args(impl: str, matrix: bool, seed: int | None = None) -> list[str]:
+    """The users' own command (after `python -m pytest`), plus the counting plugin; with `seed`, the
+    same 12 examples per property drawn at random from that seed instead of derandomized."""
     args = [TEST_FILE, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
             "-p", "mutation.count_plugin"]
+    if seed is not None:
+        args.append(f"--hypothesis-seed={seed}")
     return args if matrix else args + ["-x"]
 
 
@@ -115,12 +118,14 @@ def pytest_command(impl: str, matrix: bool) -> list[str]:
     return [sys.executable, "-m", "pytest", *pytest_args(impl, matrix)]
 
 
-def _child_env(tree: Path, report: Path, threads: int) -> dict:
+def _child_env(tree: Path, report: Path, threads: int, seed: int | None = None) -> dict:
     """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "HYPOTHESIS_")) and k not in ("PYTHONPATH", "CI")}
+           if not k.startswith(("PYTEST_", "HYPOTHESIS_", "SSDCHECK_MUTATION_")) and k not in ("PYTHONPATH", "CI")}
     env.update(PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1", SSDCHECK_MUTATION_REPORT=str(report),
                OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    if seed is not None:
+        env["SSDCHECK_MUTATION_SEED"] = str(seed)
     return env
 
 
@@ -265,12 +270,13 @@ def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
 
 
 def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float = 60.0, jobs: int = 2,
-            matrix: bool = False, isolation: str = "fork", keep: bool = False, progress=None) -> list[Outcome]:
+            matrix: bool = False, isolation: str = "fork", keep: bool = False, seed: int | None = None,
+            progress=None) -> list[Outcome]:
     """Run every mutant in `todo` (None: the baseline), `jobs` at a time, in order of submission."""
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     if isolation == "fork":
         warm_up(threads)
-    args = pytest_args(impl, matrix)
+    args = pytest_args(impl, matrix, seed)
     pending, running, done = list(todo), [], {}
     try:
         while pending or running:
@@ -283,7 +289,7 @@ def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float =
                         progress(job.outcome)
                     _cleanup(job, keep)
                     continue
-                env = _child_env(job.tmp / "repo", job.tmp / "report.json", threads)
+                env = _child_env(job.tmp / "repo", job.tmp / "report.json", threads, seed)
                 job.running = _Running(job.tmp / "repo", env, args, job.tmp / "pytest.log", threads, isolation)
                 running.append((i, job))
             time.sleep(0.05)
@@ -361,6 +367,8 @@ class Report:
     matrix: bool
     isolation: str = "fork"
     patches: tuple = ()
+    seed: int | None = None
+    seeded: list = field(default_factory=list)   # --seeds: the reports of the seeded re-runs
 
     def counted(self) -> list:
         return [o for o in self.outcomes if o.equivalent is None and o.status != "invalid"]
@@ -402,12 +410,16 @@ class Report:
             "median_seconds_to_kill": statistics.median(o.seconds for o in k) if k else None,
             "total_seconds": round(self.seconds, 1), "jobs": self.jobs, "budget_s": self.budget_s,
             "matrix": self.matrix, "isolation": self.isolation, "patches": [str(p) for p in self.patches],
+            "seed": self.seed,
             "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix)),
         }
 
     def to_json(self) -> dict:
-        return {"summary": self.summary(), "baseline": asdict(self.baseline) if self.baseline else None,
-                "mutants": [asdict(o) for o in self.outcomes]}
+        out = {"summary": self.summary(), "baseline": asdict(self.baseline) if self.baseline else None,
+               "mutants": [asdict(o) for o in self.outcomes]}
+        if self.seeded:
+            out["seeded"] = self.seeded
+        return out
 
     def markdown(self) -> str:
         s = self.summary()
@@ -443,7 +455,7 @@ class Report:
 
 def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: int = 2, matrix: bool = False,
                 root: Path = ROOT, baseline: bool = True, include_equivalent: bool = True,
-                isolation: str = "fork", patches=(), progress=None) -> Report:
+                isolation: str = "fork", patches=(), seed: int | None = None, progress=None) -> Report:
     """Run every (or each `only`) mutant of `catalog`; `jobs` pytest processes at a time. `patches`
     (unified diffs) are applied to the snapshot first: a proposed suite change, tried without
     touching the working tree."""
@@ -458,16 +470,43 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
             apply_patch(snap, patch)
         problems = check_catalog(catalog, snap)
         results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
-                          matrix=matrix, isolation=isolation, progress=progress)
+                          matrix=matrix, isolation=isolation, seed=seed, progress=progress)
     base = results.pop(0) if baseline else None
     return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
                   seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
-                  isolation=isolation, patches=tuple(patches))
+                  isolation=isolation, patches=tuple(patches), seed=seed)
 
 
 def _progress(o: Outcome) -> None:
     extra = f" by {o.killed_by} after {o.examples} example(s)" if o.killed else (f": {o.error}" if o.error else "")
     print(f"  {o.id:<40} {o.status}{extra} [{o.seconds:.1f} s]", file=sys.stderr, flush=True)
+
+
+def seeded_rates(catalog: Catalog, report: Report, args) -> str:
+    """Re-run the catalog with seeds 1..K and return a markdown table of kill rates (a kill that
+    only the derandomized draws find is fragile: a strategy edit can turn it into a survivor)."""
+    runs = []
+    for seed in range(1, args.seeds + 1):
+        print(f"seed {seed}/{args.seeds}", file=sys.stderr)
+        runs.append(run_catalog(catalog, only=args.only, budget_s=args.budget_s, jobs=args.jobs,
+                                baseline=True, isolation=args.isolation, patches=args.patch, seed=seed,
+                                include_equivalent=False))
+    report.seeded = [r.to_json() for r in runs]
+    lines = ["", f"### Kill rate over {args.seeds} random seeds (12 examples per property each)", "",
+             "| id | derandomized | killed in | killers |", "|---|---|---|---|"]
+    for o in report.outcomes:
+        if o.equivalent is not None:
+            continue
+        got = [next(x for x in r.outcomes if x.id == o.id) for r in runs]
+        k = sum(x.killed for x in got)
+        killers = sorted({x.killed_by.replace("test_", "").replace("[" + catalog.impl + "]", "")
+                          for x in got if x.killed})
+        lines.append(f"| {o.id} | {o.status} | {k}/{len(got)} | {', '.join(killers)} |")
+    bad = [f"seed {i + 1}: {r.baseline.status} ({r.baseline.error})" for i, r in enumerate(runs)
+           if r.baseline and r.baseline.status != "survived"]
+    if bad:
+        lines += ["", "Baseline failures under random seeds (a real failure or a flaky property): " + "; ".join(bad)]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
@@ -485,6 +524,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary tree of a single --only mutant")
     ap.add_argument("--patch", action="append", type=Path, default=[], metavar="DIFF",
                     help="apply this unified diff to the copied tree first (try a proposed suite change)")
+    ap.add_argument("--seeds", type=int, metavar="K",
+                    help="robustness: run the catalog K more times with 12 random (seeded 1..K) examples per "
+                         "property instead of the derandomized ones, and report each mutant's kill rate")
     ap.add_argument("--isolation", choices=("fork", "process"), default="fork" if hasattr(os, "fork") else "process",
                     help="fork: one warm interpreter forks a child per run (default); process: a fresh "
                          "`python -m pytest` per run")
@@ -515,6 +557,8 @@ def main(argv=None) -> int:
                          baseline=not args.no_baseline, isolation=args.isolation, patches=args.patch,
                          progress=_progress)
     md = report.markdown()
+    if args.seeds:
+        md += seeded_rates(catalog, report, args)
     print(md)
     if args.md:
         args.md.write_text(md)
