@@ -80,8 +80,11 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     elif gpu:
         headdim = draw(_weighted(_menu(info.headdims, GPU_HEADDIMS), GPU_DIM_WEIGHTS))
         dstate = draw(_weighted(_menu(info.dstates, GPU_DSTATES), GPU_DIM_WEIGHTS))
-        nheads = draw(st.sampled_from([h for h in (1, 2, 4, 8, 8, 16) if h % info.nheads_multiple_of == 0]))
-        batch = draw(st.integers(1, 4))
+        # cuTile specializes a kernel on the divisibility of every shape and stride, so each new
+        # (batch, nheads) pattern costs a compile: on the GPU they come from small menus (measured on
+        # the H200: 637 tileiras runs for 2086 examples with free batch 1-4 and nheads 1-16).
+        nheads = draw(st.sampled_from([h for h in (2, 8, 8, 16) if h % info.nheads_multiple_of == 0]))
+        batch = draw(st.sampled_from([1, 2]))
         max_len = max_seqlen or 4096
     else:
         headdim = draw(st.sampled_from(_menu(info.headdims, CPU_DIMS)))

@@ -22,6 +22,13 @@ CASES = [
     ("prop_seq_idx_packing", "reset exactly at a chunk edge",
      SSDProblem(batch=1, seqlen=97, nheads=2, headdim=8, dstate=16, ngroups=1, chunk_size=32, dtype="float32",
                 decay=3.0, initial_states=True, seq_starts=(64, 65), varlen=True, seed=11)),
+    # Found on the H200 (reports/2026-11-30-cutile-gate.md): varlen state 0 holds initial_states at
+    # chunk 64 (sequence 0 ends past the first chunk) but not at chunk 128, by mamba_ssm's semantics;
+    # chunk-size invariance must not compare that one state (a suite false positive, not a kernel bug).
+    ("prop_chunk_size_invariance", "mamba_ssm varlen quirk is chunk-size dependent",
+     SSDProblem(batch=1, seqlen=129, nheads=1, headdim=16, dstate=16, ngroups=1, chunk_size=64, dtype="bfloat16",
+                decay=0.0, dt_mu=-4.0, initial_states=True, final_states=True, seq_starts=(127,), varlen=True,
+                seed=0)),
     # Strong decay: the per-chunk decay exp(-100) underflows fp32 state contributions but must not give NaN.
     ("prop_matches_oracle", "strong decay with initial states and a partial last chunk",
      SSDProblem(batch=2, seqlen=65, nheads=2, headdim=16, dstate=8, ngroups=2, chunk_size=32, dtype="bfloat16",
