@@ -270,9 +270,17 @@ def prop_batch_invariance(info, problem: SSDProblem) -> PropertyResult:
 
 def prop_group_broadcast(info, problem: SSDProblem) -> PropertyResult:
     """ngroups < nheads equals B and C repeated to one group per head."""
-    if problem.nheads == 1 or "ngroups" not in info.options:
-        return _result("prop_group_broadcast", info, problem, skipped="needs nheads > 1 and ngroups support")
-    if problem.ngroups == problem.nheads:
+    if "ngroups" not in info.options:
+        return _result("prop_group_broadcast", info, problem, skipped="needs ngroups support")
+    if problem.seed % 2 == 0:
+        # Even seeds: 1 < ngroups < nheads, the only case where head i's group i // (h/g) differs from
+        # a tiled i % g; at least 4 heads, so there is such a divisor.
+        h = max(problem.nheads, 4)
+        middle = [g for g in range(2, h) if h % g == 0]
+        problem = problem.replace(nheads=h, ngroups=middle[(problem.seed // 2) % len(middle)])
+    elif problem.nheads == 1:
+        return _result("prop_group_broadcast", info, problem, skipped="needs nheads > 1")
+    elif problem.ngroups == problem.nheads:
         problem = problem.replace(ngroups=1)
     kw = problem.inputs(device_for(info))
     rep = problem.nheads // problem.ngroups
@@ -289,6 +297,9 @@ def prop_seq_idx_packing(info, problem: SSDProblem) -> PropertyResult:
     if problem.seqlen < 2:
         return _result("prop_seq_idx_packing", info, problem, skipped="seqlen 1 cannot be packed")
     starts = problem.seq_starts or (1 + problem.seed % (problem.seqlen - 1),)
+    if problem.seqlen > problem.chunk_size:   # and one sequence starting exactly on a chunk edge
+        edge = problem.chunk_size * (1 + problem.seed % ((problem.seqlen - 1) // problem.chunk_size))
+        starts = tuple(sorted({*starts, edge}))
     varlen = "varlen_states" in info.options
     problem = problem.replace(batch=1, seq_starts=starts, varlen=varlen)
     kw = problem.inputs(device_for(info))

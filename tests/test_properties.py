@@ -38,6 +38,12 @@ def test_matches_oracle(impl, data, ieee_reference_math):
 
 
 @given(data=st.data())
+def test_matches_oracle_precision(impl, data, ieee_reference_math):
+    """prop_matches_oracle where the budget bites: narrow dtype, largest dimensions, little decay."""
+    check("prop_matches_oracle", impl, data, regime="precision")
+
+
+@given(data=st.data())
 def test_stages_match_oracle(impl, data, ieee_reference_math):
     check("prop_stages_match_oracle", impl, data)
 
