@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -146,6 +146,23 @@ def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit
     if dt is not None and x is not None and dt.dtype != torch.float32 and dt.dtype == x.dtype:
         used.add("dt_input_dtype")
     return used
+
+
+def check_call(info: KernelInfo, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+               seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+               return_final_states=False, return_varlen_states=False) -> None:
+    """The first line of every implementation: the contract (kernels.contract.check_ssd_args), then
+    what `info` declares; either raises an error that names the argument."""
+    from kernels.contract import check_ssd_args  # noqa: PLC0415 (contract needs nothing from here)
+    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
+                   return_varlen_states=return_varlen_states)
+    check_supported(info, dtype=str(x.dtype).removeprefix("torch."), chunk_size=chunk_size, seqlen=x.shape[1],
+                    headdim=x.shape[3], dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
+                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                                            initial_states=initial_states, seq_idx=seq_idx,
+                                            return_final_states=return_final_states,
+                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
 
 
 # Registered short names -> "module:attribute" of their KernelInfo; imported lazily so that a

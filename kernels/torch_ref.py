@@ -16,8 +16,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels.contract import check_ssd_args, unpack_returns
-from kernels.registry import KernelInfo, check_supported, options_of_call
+from kernels.contract import unpack_returns
+from kernels.registry import KernelInfo, check_call
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor, spec: str, dtype: torch.dtype) -> torch.Tensor:
@@ -163,15 +163,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
                 seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
                 return_final_states=False, return_varlen_states=False):
     """mamba_chunk_scan_combined's contract, computed chunk by chunk in working precision."""
-    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
-                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
-    check_supported(INFO, dtype=str(x.dtype).removeprefix("torch."), chunk_size=chunk_size,
-                    seqlen=x.shape[1], headdim=x.shape[3], dstate=B.shape[3], ngroups=B.shape[2],
-                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
-                                            dt_limit=dt_limit, initial_states=initial_states,
-                                            seq_idx=seq_idx, return_final_states=return_final_states,
-                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     dA_cumsum, dt_out = chunk_cumsum(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit)
     states = chunk_state(B, x, dt_out, dA_cumsum, seq_idx)
     states_in, final_states = state_passing(states, dA_cumsum, initial_states, seq_idx)

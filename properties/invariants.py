@@ -103,7 +103,7 @@ def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
     if not stages:
         return _result("prop_stages_match_oracle", info, problem, skipped="no stages exposed")
     kw = problem.inputs(device_for(info))
-    d, f64 = problem.dtype, torch.float64
+    d = problem.dtype
     dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
     cs64, dt64 = chunk_cumsum_f64(kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
     cs32, dt32 = cs64.float(), dt64.float()

@@ -38,7 +38,7 @@ from typing import Sequence
 
 import torch
 
-from kernels.contract import SSDArgumentError, check_ssd_args, unpack_returns
+from kernels.contract import SSDArgumentError, unpack_returns
 from kernels.cutile import dispatch
 from kernels.cutile.dispatch import Problem
 
@@ -235,18 +235,12 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     or (out, final_states, varlen_states). Shapes: x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n),
     D (h) or (h,p), z like x, dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l),
     cu_seqlens (nseq+1) with batch 1. out and varlen_states are x.dtype; final_states float32."""
-    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
-                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
-    _dtype_name("x", x)
     from kernels.cutile import INFO  # noqa: PLC0415 (INFO lives in the package __init__)
-    from kernels.registry import check_supported, options_of_call  # noqa: PLC0415
-    check_supported(INFO, dtype=_TORCH_DTYPES[x.dtype], chunk_size=chunk_size, seqlen=x.shape[1],
-                    headdim=x.shape[3], dstate=B.shape[3], ngroups=B.shape[2],
-                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
-                                            dt_limit=dt_limit, initial_states=initial_states,
-                                            seq_idx=seq_idx, return_final_states=return_final_states,
-                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    from kernels.registry import check_call  # noqa: PLC0415
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+    _dtype_name("x", x)
     if dt.dtype not in (torch.float32, x.dtype):
         raise _bad("dt", f"float32 or x's dtype {x.dtype}", dt.dtype)
     if A.dtype != torch.float32:

@@ -26,8 +26,4 @@ def require_cuda(peer: str, x: torch.Tensor) -> None:
         raise PeerUnavailable(f"{peer}: needs a CUDA GPU and torch sees none")
 
 
-def dtype_name(t: torch.Tensor) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
-__all__ = ["PeerUnavailable", "require_cuda", "dtype_name"]
+__all__ = ["PeerUnavailable", "require_cuda"]

@@ -48,9 +48,8 @@ import types
 
 import torch
 
-from kernels.contract import check_ssd_args
-from kernels.peers import PeerUnavailable, dtype_name, require_cuda
-from kernels.registry import ALL_OPTIONS, KernelInfo, check_supported, options_of_call
+from kernels.peers import PeerUnavailable, require_cuda
+from kernels.registry import ALL_OPTIONS, KernelInfo, check_call
 
 PACKAGE = "mamba_ssm"
 MODULE = "mamba_ssm.ops.triton.ssd_combined"
@@ -132,15 +131,9 @@ def mamba_ssm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, 
                       seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
                       return_final_states=False, return_varlen_states=False):
     """mamba_ssm's own mamba_chunk_scan_combined, validated first, arguments passed through unchanged."""
-    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
-                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
-    check_supported(INFO, dtype=dtype_name(x), chunk_size=chunk_size, seqlen=x.shape[1], headdim=x.shape[3],
-                    dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
-                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
-                                            dt_limit=dt_limit, initial_states=initial_states,
-                                            seq_idx=seq_idx, return_final_states=return_final_states,
-                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     require_cuda("mamba-ssm", x)
     return _load()(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels.contract import check_ssd_args, unpack_returns
-from kernels.peers import PeerUnavailable, dtype_name, require_cuda
-from kernels.registry import KernelInfo, UnsupportedProblem, check_supported, options_of_call
+from kernels.contract import unpack_returns
+from kernels.peers import PeerUnavailable, require_cuda
+from kernels.registry import KernelInfo, UnsupportedProblem, check_call
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 NHEADS_MULTIPLE_OF = 4
@@ -107,15 +107,9 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
     Everything is validated (and anything TileGym lacks rejected, naming the argument) before the
     peer is imported, so the errors are the same on a machine without it.
     """
-    check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
-                   seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
-    check_supported(INFO, dtype=dtype_name(x), chunk_size=chunk_size, seqlen=x.shape[1], headdim=x.shape[3],
-                    dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
-                    options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus,
-                                            dt_limit=dt_limit, initial_states=initial_states,
-                                            seq_idx=seq_idx, return_final_states=return_final_states,
-                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     _check_shape_rules(x, B)
     require_cuda("tilegym", x)
     forward = _load()
