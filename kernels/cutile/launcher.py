@@ -366,13 +366,7 @@ def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_id
     if B.dtype != x.dtype:
         raise _bad("B", f"x's dtype {x.dtype}", B.dtype)
     n = B.shape[3]
-    if not isinstance(dA_cumsum, torch.Tensor) or dA_cumsum.dim() != 4:
-        raise _bad("dA_cumsum", "(b, h, nchunks, chunk_size)", getattr(dA_cumsum, "shape", None))
-    L = dA_cumsum.shape[-1]
-    _check_dims(p, n, L)
-    c = -(-l // L)
-    _check_chunked("dA_cumsum", dA_cumsum, (b, h, c, L))
-    _check_chunked("dt_out", dt_out, (b, h, c, L))
+    L, c = _check_cumsum_outputs(dt_out, dA_cumsum, b, l, h, p, n)
     if initial_states is not None:
         _check_chunked("initial_states", initial_states, (b, h, p, n))
         _check_small("initial_states", initial_states, x.dtype)
@@ -385,6 +379,18 @@ def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_id
         return _run_state(_dense(x), _dense(B), _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
                           _dense(initial_states.float()) if initial_states is not None else None,
                           _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None, L, x.dtype)
+
+
+def _check_cumsum_outputs(dt_out, dA_cumsum, b, l, h, p, n) -> tuple[int, int]:
+    """Kernel 1's outputs as later stages take them: both (b, h, nchunks, chunk_size). -> (L, nchunks)."""
+    if not isinstance(dA_cumsum, torch.Tensor) or dA_cumsum.dim() != 4:
+        raise _bad("dA_cumsum", "(b, h, nchunks, chunk_size)", getattr(dA_cumsum, "shape", None))
+    L = dA_cumsum.shape[-1]
+    _check_dims(p, n, L)
+    c = -(-l // L)
+    _check_chunked("dA_cumsum", dA_cumsum, (b, h, c, L))
+    _check_chunked("dt_out", dt_out, (b, h, c, L))
+    return L, c
 
 
 def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=None):
@@ -401,13 +407,7 @@ def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=No
     if C.shape != B.shape:
         raise _bad("C", f"B's shape {tuple(B.shape)}", tuple(C.shape))
     n = B.shape[3]
-    if not isinstance(dA_cumsum, torch.Tensor) or dA_cumsum.dim() != 4:
-        raise _bad("dA_cumsum", "(b, h, nchunks, chunk_size)", getattr(dA_cumsum, "shape", None))
-    L = dA_cumsum.shape[-1]
-    _check_dims(p, n, L)
-    c = -(-l // L)
-    _check_chunked("dA_cumsum", dA_cumsum, (b, h, c, L))
-    _check_chunked("dt_out", dt_out, (b, h, c, L))
+    L, c = _check_cumsum_outputs(dt_out, dA_cumsum, b, l, h, p, n)
     _check_chunked("states_in", states_in, (b, c, h, p, n))
     if states_in.dtype not in (torch.float32, x.dtype):
         raise _bad("states_in", f"float32 or x's dtype {x.dtype}", states_in.dtype)
