@@ -1,7 +1,8 @@
 """The merge gate: fail when a worst error grows by more than a factor over a baseline report.
 
 A baseline is an earlier `--ssd-report` JSON (e.g. main's, kept as a CI artifact or committed).
-Rows are matched on (impl, prop, output, dtype). For each metric in `metrics` (default max_abs and
+Rows are matched on (impl, prop, output, dtype); when each report holds a single implementation, a
+revision is matched against the baseline's implementation whatever the names. For each metric in `metrics` (default max_abs and
 normwise), a row regresses when
 
     new > max_growth * baseline        and        new row's worst share >= growth_floor
@@ -74,6 +75,13 @@ def compare_rows(current: dict[tuple, dict], baseline: dict[tuple, dict], *, max
     if bad:
         raise ValueError(f"--ssd-gate-metrics: unknown {bad}; known {METRICS}")
     regressions, notes = [], []
+    impls_now, impls_base = {k[0] for k in current}, {k[0] for k in baseline}
+    if len(impls_now) == 1 and len(impls_base) == 1 and impls_now != impls_base:
+        # One revision against one baseline implementation (e.g. mypkg.ssd:forward against cutile):
+        # compare them row by row although their names differ.
+        (now,), (old,) = impls_now, impls_base
+        notes.append(f"comparing {now} with the baseline's {old}")
+        baseline = {(now, *k[1:]): r for k, r in baseline.items()}
     for key, row in sorted(current.items()):
         base = baseline.get(key)
         if base is None:

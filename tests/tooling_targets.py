@@ -20,3 +20,17 @@ def broken_tail(**kwargs):
 
 broken_tail.ssd_info = INFO.replace(name="broken-tail", stages=None,
                                     notes="torch-ref with y[:, -1] += 1 (a planted bug)")
+
+
+def eroded(**kwargs):
+    """torch-ref with y scaled by (1 + 4e-7 * N(0, 1)): inside every tolerance, but its fp32 error
+    grows a few times over torch-ref's, which the merge gate (--ssd-baseline) must catch."""
+    import torch  # noqa: PLC0415
+    out = ssd_forward(**kwargs)
+    y, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
+    noise = torch.randn(y.shape, generator=torch.Generator().manual_seed(0)).to(y.device)
+    y = (y.float() * (1 + 4e-7 * noise)).to(y.dtype)
+    return (y, *rest) if rest else y
+
+
+eroded.ssd_info = INFO.replace(name="eroded", stages=None, notes="torch-ref plus 4e-7 relative noise on y")
