@@ -421,3 +421,18 @@ def test_post_import_hook_wraps_a_module_when_the_code_under_test_imports_it(tmp
         timer.unwatch()
         sys.modules.pop("fake_tile._compile", None)
         sys.modules.pop("fake_tile", None)
+
+
+def test_gate_matches_a_single_revision_with_a_single_baseline_implementation():
+    """`--impl mypkg.ssd:forward` against main's `cutile` report: rows match although names differ;
+    with several implementations on either side, names must match."""
+    row = {"max_abs": 1.0, "normwise": 1.0, "share": 0.5}
+    grown = {"max_abs": 3.0, "normwise": 1.0, "share": 0.5}
+    base = {("cutile", "prop_matches_oracle", "y", "bfloat16"): row}
+    cur = {("mypkg.ssd:forward", "prop_matches_oracle", "y", "bfloat16"): grown}
+    regressions, notes = gate.compare_rows(cur, base)
+    assert [r.metric for r in regressions] == ["max_abs"]
+    assert any("comparing mypkg.ssd:forward with the baseline's cutile" in n for n in notes)
+    two = {**base, ("torch-ref", "prop_matches_oracle", "y", "bfloat16"): row}
+    regressions, notes = gate.compare_rows(cur, two)
+    assert regressions == [] and any("new in this run" in n for n in notes)
