@@ -3,6 +3,7 @@
     python -m mutation.run --catalog torch_ref [--only ID ...] [--budget-s 60] [--jobs 2]
                            [--json out.json] [--md out.md] [--matrix] [--patch DIFF]
                            [--isolation fork|process] [--list] [--check] [--keep]
+    python -m mutation.run --catalog cutile --compile-only [--only ID ...] [--jobs 2] [--json F] [--md F]
 
 For each mutant: copy the repository (tracked plus untracked-not-ignored files; no .git or caches) to a
 fresh temporary directory, apply the mutant there, and run the users' own command
@@ -24,6 +25,10 @@ unmutated tree runs first as a baseline; if the suite fails there, nothing else 
 --matrix drops -x and records every property that kills each mutant (slower). --patch applies a
 unified diff to the copied tree first (a proposed suite change, tried without touching the tree).
 Exit status: 0 all killed, 1 a survivor / invalid / wrongly-equivalent mutant, 2 the baseline fails.
+
+--compile-only (cutile, CPU): no suite run; in each mutated copy, compile for sm_90 (through tileiras)
+the covering-set units of the kernel(s) whose source the mutant changes, or just import the package
+for a host-side mutant: `compiles` (a candidate for the GPU run) or `invalid (does not compile)`.
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ class Outcome:
     problem: str | None = None            # SSDProblem(...) of the killing example
     returncode: int | None = None
     equivalent: str | None = None
+    compiled: list = field(default_factory=list)  # --compile-only: the units compiled (none: host side)
 
     @property
     def killed(self) -> bool:
@@ -477,6 +483,131 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
                   isolation=isolation, patches=tuple(patches), seed=seed)
 
 
+# ---------------------------------------------------------------- --compile-only (cuTile, CPU)
+
+COMPILE_ARCH = "sm_90"
+KERNELS_FILE = "kernels/cutile/kernels.py"
+# Run inside the mutated copy (cwd and PYTHONPATH), so the mutated source is what imports and compiles:
+# argv = result file, kernel names. Compiles that kernel's covering-set units, stops at the first failure.
+_COMPILE_CHILD = """
+import json, sys
+import kernels.cutile
+from kernels.cutile import compile_matrix as cm
+res = []
+for u in cm.covering_set():
+    if u.kernel in sys.argv[2:]:
+        res.append(cm.compile_unit(u, %r))
+        if not res[-1][1]:
+            break
+open(sys.argv[1], "w").write(json.dumps(res))
+""" % COMPILE_ARCH
+
+
+def touched_kernels(mutant: Mutant | None, root: Path) -> list[str]:
+    """The cuTile kernels whose code the mutant changes (every kernel for the baseline or module-level
+    code; none for a mutant outside kernels.py): the @ct.kernel holding the snippet, or every kernel
+    that calls the helper holding it."""
+    import ast
+    src = (root / KERNELS_FILE).read_text()
+    funcs = [n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)]
+    kernels = {f.name: f for f in funcs if f.name.endswith("_kernel")}
+    every = [k.removesuffix("_kernel") for k in kernels]
+    if mutant is None:
+        return every
+    if mutant.file != KERNELS_FILE:
+        return []
+    first = src[:src.index(mutant.original)].count("\n") + 1
+    last = first + mutant.original.count("\n")
+    hit = [f for f in funcs if f.lineno <= last and first <= f.end_lineno]
+    if not hit:
+        return every
+    out = set()
+    for f in hit:
+        for name, k in kernels.items():
+            if name == f.name or any(isinstance(n, ast.Name) and n.id == f.name for n in ast.walk(k)):
+                out.add(name.removesuffix("_kernel"))
+    return [k for k in every if k in out] or every
+
+
+def _compile_one(mutant: Mutant | None, snap: Path, problems: list[str], timeout_s: float) -> Outcome:
+    job = _prepare(mutant, snap, problems)
+    out = job.outcome
+    try:
+        if out.error:
+            return out
+        tree, res = job.tmp / "repo", job.tmp / "compile.json"
+        kernels = touched_kernels(mutant, snap)
+        env = _child_env(tree, job.tmp / "report.json", 1)
+        env["CUDA_TILE_CACHE_DIR"] = "off"
+        t0 = time.monotonic()
+        with open(job.tmp / "compile.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-c", _COMPILE_CHILD, str(res), *kernels], cwd=tree, env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                out.returncode = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.seconds = round(time.monotonic() - t0, 2)
+        units = json.loads(res.read_text()) if res.is_file() else None
+        if units is None:
+            text = (job.tmp / "compile.log").read_text(errors="replace")
+            why = f"timed out after {timeout_s:g} s" if out.returncode is None else (_tail(text, 1) or "no output")
+            out.status, out.error = "invalid (does not compile)", f"import or compile run failed: {why}"
+            return out
+        out.compiled = [name for name, *_ in units]
+        bad = [(name, err) for name, ok, _, err in units if not ok]
+        if bad:
+            first = next((ln.strip() for ln in bad[0][1].splitlines() if ln.strip()), "no message")
+            out.status, out.error = "invalid (does not compile)", f"{bad[0][0]}: {first[:400]}"
+        else:
+            out.status = "compiles"
+        return out
+    finally:
+        shutil.rmtree(job.tmp, ignore_errors=True)
+
+
+def compile_catalog(catalog: Catalog, *, only=None, jobs: int = 2, root: Path = ROOT, baseline: bool = True,
+                    timeout_s: float = 900.0, progress=None) -> tuple[Outcome | None, list[Outcome], float]:
+    """--compile-only: compile every (or each `only`) mutant's touched kernels on the CPU, `jobs` copies
+    at a time; the unmutated tree (every kernel's covering set) first. -> (baseline, outcomes, seconds)."""
+    from concurrent.futures import ThreadPoolExecutor
+    mutants = [catalog.by_id(i) for i in only] if only else list(catalog.mutants)
+    todo = ([None] if baseline else []) + mutants
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
+        snap = snapshot(root, Path(tmp) / "repo")
+        problems = check_catalog(catalog, snap)
+
+        def one(m):
+            o = _compile_one(m, snap, problems, timeout_s)
+            if progress:
+                progress(o)
+            return o
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            results = list(ex.map(one, todo))
+    base = results.pop(0) if baseline else None
+    return base, results, time.monotonic() - start
+
+
+def compile_markdown(catalog: Catalog, base: Outcome | None, outcomes: list[Outcome], seconds: float,
+                     jobs: int) -> str:
+    ok = sum(o.status == "compiles" for o in outcomes)
+    lines = [f"## Compile check: {catalog.name} ({COMPILE_ARCH}, tileiras, CPU)", "",
+             f"**{ok} compile / {len(outcomes) - ok} invalid** of {len(outcomes)} mutants. Total {seconds:.0f} s "
+             f"with {jobs} jobs." + (f" Baseline (unmutated, every kernel's covering set): {base.status}"
+                                     f"{': ' + base.error if base.error else ''} ({base.seconds:.0f} s)." if base else ""),
+             "", "Per mutant: the covering-set units of the kernel(s) whose code it changes; a host-side "
+             "(launcher.py) mutant only imports the package.", "",
+             "| id | file | compiled | verdict | seconds | first error line |", "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        m = catalog.by_id(o.id)
+        units = "<br>".join(u.replace("|", "\\|") for u in o.compiled) if o.compiled else "(import only)"
+        err = (o.error or "").replace("|", "\\|")
+        lines.append(f"| {o.id} | {Path(m.file).name} | {units} | {o.status} | {o.seconds:.1f} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
 def _progress(o: Outcome) -> None:
     extra = f" by {o.killed_by} after {o.examples} example(s)" if o.killed else (f": {o.error}" if o.error else "")
     print(f"  {o.id:<40} {o.status}{extra} [{o.seconds:.1f} s]", file=sys.stderr, flush=True)
@@ -513,7 +644,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mutation.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--catalog", default="torch_ref", help="catalog name (mutation/catalog_<name>.py)")
     ap.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
-    ap.add_argument("--budget-s", type=float, default=60.0, help="time budget per mutant, seconds (default 60)")
+    ap.add_argument("--budget-s", type=float, help="time budget per mutant, seconds (default 60; 900 with "
+                    "--compile-only)")
     ap.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
     ap.add_argument("--json", type=Path, help="write the full report as JSON here")
     ap.add_argument("--md", type=Path, help="write the markdown table here (it is always printed)")
@@ -530,7 +662,11 @@ def main(argv=None) -> int:
     ap.add_argument("--isolation", choices=("fork", "process"), default="fork" if hasattr(os, "fork") else "process",
                     help="fork: one warm interpreter forks a child per run (default); process: a fresh "
                          "`python -m pytest` per run")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="cutile on the CPU: only compile each mutant's kernels for sm_90 (no suite run)")
     args = ap.parse_args(argv)
+    if args.budget_s is None:
+        args.budget_s = 900.0 if args.compile_only else 60.0
 
     catalog = load_catalog(args.catalog)
     if args.list:
@@ -551,6 +687,22 @@ def main(argv=None) -> int:
         return 0
     for p in problems:
         print(f"catalog problem: {p}", file=sys.stderr)
+    if args.compile_only:
+        print(f"{catalog.name}: compiling {len(args.only or catalog.mutants)} mutant(s) for {COMPILE_ARCH}, "
+              f"{args.jobs} job(s)", file=sys.stderr)
+        base, outcomes, secs = compile_catalog(catalog, only=args.only, jobs=args.jobs, timeout_s=args.budget_s,
+                                               baseline=not args.no_baseline, progress=_progress)
+        md = compile_markdown(catalog, base, outcomes, secs, args.jobs)
+        print(md)
+        if args.md:
+            args.md.write_text(md)
+        if args.json:
+            args.json.write_text(json.dumps({"baseline": asdict(base) if base else None, "seconds": round(secs, 1),
+                                             "mutants": [asdict(o) for o in outcomes]}, indent=1))
+        if base is not None and base.status != "compiles":
+            print(f"BASELINE DOES NOT COMPILE: {base.error}", file=sys.stderr)
+            return 2
+        return 0 if all(o.status == "compiles" for o in outcomes) else 1
     print(f"{catalog.name}: {len(args.only or catalog.mutants)} mutant(s) against {catalog.impl}, "
           f"{args.jobs} job(s), {args.budget_s:g} s each, isolation {args.isolation}", file=sys.stderr)
     report = run_catalog(catalog, only=args.only, budget_s=args.budget_s, jobs=args.jobs, matrix=args.matrix,

@@ -53,3 +53,19 @@ def test_torch_ref_mutants_are_killed(tmp_path):
             + "\nreproduce one: python -m mutation.run --catalog torch_ref --only ID"
               "\nwhy it survives: python -m mutation.probe --only ID (mutation/proposals/ has fixes to try: --patch)",
             pytrace=False)
+
+
+@pytest.mark.compile
+def test_cutile_compile_only_tells_a_compiling_mutant_from_a_broken_one():
+    """`--compile-only` (CPU, tileiras): a catalog mutant compiles, a shape error does not (~5 s)."""
+    pytest.importorskip("cuda.tile")
+    from mutation.catalog import Catalog, Mutant
+    from mutation.run import compile_catalog
+    real = load_catalog("cutile").by_id("cu_bias_dropped")
+    broken = Mutant(id="broken_extract", file=real.file, category="tiling", description="shape error",
+                    original="carry = ct.extract(run, (BL - 1, 0), shape=(1, BH))",
+                    replacement="carry = ct.extract(run, (BL - 1, 0), shape=(2, BH))")
+    base, (ok, bad), _ = compile_catalog(Catalog("t", "cutile", (real, broken)), baseline=False, jobs=2)
+    assert base is None
+    assert ok.status == "compiles" and ok.compiled and all(u.startswith("chunk_cumsum[") for u in ok.compiled), ok
+    assert bad.status == "invalid (does not compile)" and "chunk_cumsum" in bad.error, bad
