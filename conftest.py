@@ -49,11 +49,6 @@ def _profile_name(config) -> str:
 def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)   # one CPU thread per xdist worker: torch's pool thrashes otherwise
-    for marker in ("gpu: needs a CUDA GPU; skipped with a reason where none is present",
-                   "slow: takes minutes; deselect with -m 'not slow'",
-                   "compile: compiles cuTile kernels through tileiras (no GPU needed)",
-                   "mutation: runs the suite against mutated kernels"):
-        config.addinivalue_line("markers", marker)
     settings.load_profile(_profile_name(config))
     problem = config.getoption("ssd_problem")
     if problem:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from properties.problem import DTYPES
+
 POLICY_PATH = Path(os.environ.get("SSDCHECK_TOLERANCES", Path(__file__).resolve().parent.parent / "tolerances.toml"))
 
 
@@ -133,11 +135,9 @@ def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype:
     budget = err_y = None
     if yardstick is not None and not bitwise:
         err_y = float((yardstick.detach().to("cpu", torch.float64) - e).abs().max())
-        budget = load_policy().k * err_y + rounding_floor(e, _DT[dtype])
+        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype])
         if not max_abs <= budget:
             why.append(f"max abs {max_abs:.3g} over budget {budget:.3g}")
     return Comparison(output, not why, max_abs, where, normwise, int(bad.sum()), e.numel(), tol,
                       budget=budget, err_yardstick=err_y, nonfinite=max(nonfinite, 0), why=why)
 
-
-_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

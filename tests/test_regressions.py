@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.registry import UnsupportedProblem, check_supported
+
 from properties import invariants
 from properties.problem import SSDProblem
 from properties.report import assert_passed
@@ -37,13 +39,13 @@ CASES = [
 
 
 def _applicable(info, problem: SSDProblem) -> str | None:
-    missing = problem.options() - set(info.options)
-    if missing:
-        return f"{info.name} does not support {sorted(missing)}"
-    if problem.dtype not in info.dtypes or problem.chunk_size not in info.chunk_sizes:
-        return f"{info.name} does not support {problem.dtype} / chunk_size {problem.chunk_size}"
-    if info.seqlen_multiple_of_chunk and problem.partial_last_chunk:
-        return f"{info.name} needs seqlen % chunk_size == 0"
+    """Why `info` does not support `problem` (the registry's own check), or None."""
+    try:
+        check_supported(info, dtype=problem.dtype, chunk_size=problem.chunk_size, seqlen=problem.seqlen,
+                        headdim=problem.headdim, dstate=problem.dstate, ngroups=problem.ngroups,
+                        options=problem.options(), nheads=problem.nheads)
+    except UnsupportedProblem as e:
+        return str(e)
     return None
 
 
