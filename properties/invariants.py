@@ -85,11 +85,19 @@ def prop_matches_oracle(info, problem: SSDProblem) -> PropertyResult:
     got = run(info, kw)
     ref = run_ref(ssd_chunked_f64, kw)
     yard = run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kw)
-    comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n]) for n in ref]
+    span = decay_span(kw, problem.chunk_size)
+    comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n], decay_span=span) for n in ref]
     if got["y"].dtype != kw["x"].dtype:
         comps.append(Comparison("y.dtype", False, math.inf, (), math.inf, 0, 0, load_policy().tol(problem.dtype, "y"),
                                 why=[f"y has dtype {got['y'].dtype}, expected x's {kw['x'].dtype}"]))
     return _result("prop_matches_oracle", info, problem, comps)
+
+
+def decay_span(kw: dict, chunk_size: int) -> float:
+    """max |dA_cumsum| within a chunk (natural log units): the size of the decay exponents."""
+    dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
+    cs, _ = chunk_cumsum_f64(kw["dt"], kw["A"], chunk_size, **dt_kw)
+    return float(cs.abs().max()) if cs.numel() else 0.0
 
 
 def _valid(t: torch.Tensor, seqlen: int) -> torch.Tensor:

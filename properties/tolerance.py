@@ -31,6 +31,7 @@ class Tol:
 class Policy:
     k: float
     acc_floor: float  # fp32 accumulation allowance, in units of 2^-24 * max|ref|
+    decay_floor: float  # fp32 decay-exponent allowance, in units of 2^-24 * decay_span * max|ref|
     bounds: dict  # dtype -> output -> Tol
 
     def tol(self, dtype: str, output: str) -> Tol:
@@ -44,19 +45,24 @@ class Policy:
 def load_policy(path: str | Path = POLICY_PATH) -> Policy:
     data = tomllib.loads(Path(path).read_text())
     bounds = {dt: {out: Tol(**v) for out, v in outs.items()} for dt, outs in data.items() if dt != "budget"}
-    return Policy(k=float(data["budget"]["k"]), acc_floor=float(data["budget"]["acc_floor"]), bounds=bounds)
+    b = data["budget"]
+    return Policy(k=float(b["k"]), acc_floor=float(b["acc_floor"]), decay_floor=float(b["decay_floor"]), bounds=bounds)
 
 
-def rounding_floor(ref: torch.Tensor, dtype: torch.dtype) -> float:
+def rounding_floor(ref: torch.Tensor, dtype: torch.dtype, decay_span: float = 0.0) -> float:
     """The budget's floor: twice the largest single rounding error of `dtype` at the reference's
     magnitude (FlashAttention's `2 * max|ref + 0.3 - 0.3 - ref|`), so an exact yardstick still leaves
     room for one rounding, plus an fp32 accumulation allowance: two fp32 summation orders differ by a
-    few units of 2^-24 * max|ref|, and an fp32 yardstick can be luckily exact where the other is not."""
+    few units of 2^-24 * max|ref|, and an fp32 yardstick can be luckily exact where the other is not.
+    `decay_span` (max |dA_cumsum| within a chunk) adds the decay exponent's own conditioning: every
+    implementation forms exp(cs_i - cs_j) from fp32 cumsums of that size, an error of ~2^-24 * span
+    relative in each decay, realised differently by each summation order (strong decay in fp32)."""
     if not ref.numel():
         return 0.0
     r = ref.to(dtype)
     one_rounding = 2.0 * float(((r + 0.3) - 0.3 - r).double().abs().max())
-    return one_rounding + load_policy().acc_floor * 2.0 ** -24 * float(ref.abs().max())
+    pol = load_policy()
+    return one_rounding + (pol.acc_floor + pol.decay_floor * decay_span) * 2.0 ** -24 * float(ref.abs().max())
 
 
 @dataclass
@@ -98,7 +104,7 @@ class Comparison:
 
 def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
             yardstick: torch.Tensor | None = None, tol: Tol | None = None,
-            bitwise: bool = False) -> Comparison:
+            bitwise: bool = False, decay_span: float = 0.0) -> Comparison:
     """Compare `actual` with `expected` (any dtypes; measured in float64 on the CPU)."""
     tol = tol or load_policy().tol(dtype, output)
     if tuple(actual.shape) != tuple(expected.shape):
@@ -135,7 +141,7 @@ def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype:
     budget = err_y = None
     if yardstick is not None and not bitwise:
         err_y = float((yardstick.detach().to("cpu", torch.float64) - e).abs().max())
-        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype])
+        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype], decay_span)
         if not max_abs <= budget:
             why.append(f"max abs {max_abs:.3g} over budget {budget:.3g}")
     return Comparison(output, not why, max_abs, where, normwise, int(bad.sum()), e.numel(), tol,

@@ -100,6 +100,11 @@ def pytest_configure(config):
 
 
 @pytest.hookimpl(optionalhook=True)
+def _budgeted(item) -> bool:
+    """A Hypothesis test: the only kind a fuzz budget can cut, so the only kind it shares among."""
+    return hasattr(getattr(item, "obj", None), "hypothesis")
+
+
 def pytest_xdist_auto_num_workers(config):
     return gpu.auto_num_workers(getattr(config.option, "numprocesses", None))
 
@@ -209,7 +214,8 @@ class SSDState:
 
     def pytest_collection_finish(self, session):
         if self.budget is not None:
-            self.budget.items_total = len(session.items)
+            # only Hypothesis tests draw on the budget; plain tests (regressions) run to completion
+            self.budget.items_total = sum(_budgeted(i) for i in session.items)
         if self.progress is not None:
             self.progress.tests_total = len(session.items)
             self.progress.write(force=True)
@@ -218,7 +224,7 @@ class SSDState:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
         self.item = ItemStats(item.nodeid)
-        if self.budget is not None:
+        if self.budget is not None and _budgeted(item):
             self.budget.start_item()
             wrap_inner_test(getattr(item, "obj", None))
         if self.progress is not None:

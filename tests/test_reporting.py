@@ -278,6 +278,30 @@ def test_time_budget_slices_and_never_cuts_a_failure():
     assert not b.expired(now=200.0)
 
 
+def test_only_hypothesis_tests_share_the_budget():
+    # gate runs mix property tests with quick regression tests: counting those would shrink each
+    # property's share (18 items on 13 workers gave every property half the session, then idled)
+    from types import SimpleNamespace
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ssdcheck_plugin.plugin import _budgeted
+
+    @given(st.integers())
+    def prop(i):
+        pass
+
+    def plain():
+        pass
+
+    assert _budgeted(SimpleNamespace(obj=prop))
+    assert not _budgeted(SimpleNamespace(obj=plain)) and not _budgeted(SimpleNamespace())
+    b = TimeBudget(deadline=100.0, items_total=sum(map(_budgeted, [SimpleNamespace(obj=prop)] * 2
+                                                        + [SimpleNamespace(obj=plain)] * 3)), workers=2)
+    assert b.start_item(now=0.0) == pytest.approx(100.0)          # one property per worker: all of it
+
+
 def test_budget_stops_hypothesis_cleanly_and_only_while_active():
     from hypothesis import given, settings
     from hypothesis import strategies as st
