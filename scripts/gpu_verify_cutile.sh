@@ -2,13 +2,13 @@
 # The H200 gate run for `cutile` (issue 3): the whole property suite with the gpu profile (200 examples
 # per property, derandomized), the pinned regressions, a JSON report and JUnit XML, then a markdown
 # summary. Run from the repo root on the GPU host; logs and reports land in $OUT (default out/).
-#   scripts/gpu_verify_cutile.sh            # env: IMPL=cutile WORKERS=14 TOTAL_S=480 M=""
+#   scripts/gpu_verify_cutile.sh            # env: IMPL=cutile WORKERS=16 TOTAL_S=480 M=""
 # Many xdist workers share the one GPU on purpose: cuTile specializes each kernel on dtypes and on the
 # divisibility of shapes and strides, so drawn problems keep the CPU-bound tileiras busy; the GPU idles.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-IMPL=${IMPL:-cutile}; WORKERS=${WORKERS:-14}; TOTAL_S=${TOTAL_S:-480}; M=${M:-}
+IMPL=${IMPL:-cutile}; WORKERS=${WORKERS:-16}; TOTAL_S=${TOTAL_S:-480}; M=${M:-}
 [ -f .gpu-bundle/setup.sh ] && source .gpu-bundle/setup.sh
 export PYTHONUNBUFFERED=1 SSDCHECK_COMPILE_CACHE=${SSDCHECK_COMPILE_CACHE:-/tmp/ssdcheck-cutile-cache}
 {
