@@ -68,6 +68,11 @@ def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str |
     return PropertyResult(prop, info.name, problem, list(comparisons), skipped)
 
 
+def _outside(prop: str, info, problem: SSDProblem, why: str) -> PropertyResult:
+    """The property says nothing about this problem (the drawn problem, not the implementation)."""
+    return PropertyResult(prop, info.name, problem, [], why, outside_domain=True)
+
+
 def _self_compare(out: dict, ref: dict, dtype: str, bitwise: bool = False, names=OUTPUT_NAMES) -> list:
     return [compare(n, out[n], ref[n], dtype=dtype, bitwise=bitwise) for n in names if n in ref and n in out]
 
@@ -100,11 +105,6 @@ def decay_span(kw: dict, chunk_size: int) -> float:
     return float(cs.abs().max()) if cs.numel() else 0.0
 
 
-def _valid(t: torch.Tensor, seqlen: int) -> torch.Tensor:
-    """(b, h, c, L) chunked per-token values -> (b, h, seqlen): drop the padding of the last chunk."""
-    return t.reshape(*t.shape[:2], -1)[..., :seqlen]
-
-
 def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
     """Each exposed stage, fed the float64 oracle's upstream results, against its stage oracle."""
     stages = info.stages or {}
@@ -120,9 +120,10 @@ def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
     sin64, fin64 = state_passing_f64(st64, cs64, initial_states=kw.get("initial_states"), seq_idx=seq)
     comps = []
     if "chunk_cumsum" in stages:
+        # Padding included: past seqlen dt_out is 0 and dA_cumsum repeats its last value, since
+        # mamba_ssm's state passing reads dA_cumsum[..., -1] as the decay of every chunk, the last too.
         cs, dto = stages["chunk_cumsum"](kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
-        comps += [compare("dA_cumsum", _valid(cs, problem.seqlen), _valid(cs64, problem.seqlen), dtype=d),
-                  compare("dt_out", _valid(dto, problem.seqlen), _valid(dt64, problem.seqlen), dtype=d)]
+        comps += [compare("dA_cumsum", cs, cs64, dtype=d), compare("dt_out", dto, dt64, dtype=d)]
     if "chunk_state" in stages:
         st = stages["chunk_state"](kw["B"], kw["x"], dt32, cs32, seq_idx=seq)
         comps.append(compare("chunk_states", st, st64, dtype=d))
@@ -204,8 +205,10 @@ def prop_chunk_size_invariance(info, problem: SSDProblem) -> PropertyResult:
     """Another supported chunk size gives the same y and final states."""
     others = [c for c in info.chunk_sizes if c != problem.chunk_size
               and not (info.seqlen_multiple_of_chunk and problem.seqlen % c)]
+    if len(info.chunk_sizes) < 2:
+        return _result("prop_chunk_size_invariance", info, problem, skipped="one chunk size supported")
     if not others:
-        return _result("prop_chunk_size_invariance", info, problem, skipped="no other usable chunk size")
+        return _outside("prop_chunk_size_invariance", info, problem, "no other usable chunk size")
     kw = problem.inputs(device_for(info))
     chunk = others[problem.seed % len(others)]
     base = run(info, kw)
@@ -231,7 +234,7 @@ def prop_split_invariance(info, problem: SSDProblem) -> PropertyResult:
     problem = problem.replace(seq_starts=(), varlen=False, final_states=True)
     t1 = split_point(problem, problem.chunk_size if info.seqlen_multiple_of_chunk else 1)
     if t1 is None:
-        return _result("prop_split_invariance", info, problem, skipped="sequence too short to split")
+        return _outside("prop_split_invariance", info, problem, "sequence too short to split")
     kw = problem.inputs(device_for(info))
     whole = run(info, kw)
     first = run(info, _slice_time(kw, 0, t1))
@@ -243,7 +246,7 @@ def prop_split_invariance(info, problem: SSDProblem) -> PropertyResult:
 def prop_causality(info, problem: SSDProblem) -> PropertyResult:
     """Changing every input after token t (x, dt, B, C, z, much larger) leaves y[:t+1] unchanged."""
     if problem.seqlen < 2:
-        return _result("prop_causality", info, problem, skipped="seqlen 1 has no future")
+        return _outside("prop_causality", info, problem, "seqlen 1 has no future")
     problem = problem.replace(varlen=False)
     t = problem.seed % (problem.seqlen - 1)
     kw = problem.inputs(device_for(info))
@@ -287,7 +290,7 @@ def prop_group_broadcast(info, problem: SSDProblem) -> PropertyResult:
         middle = [g for g in range(2, h) if h % g == 0]
         problem = problem.replace(nheads=h, ngroups=middle[(problem.seed // 2) % len(middle)])
     elif problem.nheads == 1:
-        return _result("prop_group_broadcast", info, problem, skipped="needs nheads > 1")
+        return _outside("prop_group_broadcast", info, problem, "needs nheads > 1")
     elif problem.ngroups == problem.nheads:
         problem = problem.replace(ngroups=1)
     kw = problem.inputs(device_for(info))
@@ -303,7 +306,7 @@ def prop_seq_idx_packing(info, problem: SSDProblem) -> PropertyResult:
     if "seq_idx" not in info.options or info.seqlen_multiple_of_chunk:
         return _result("prop_seq_idx_packing", info, problem, skipped="no seq_idx support")
     if problem.seqlen < 2:
-        return _result("prop_seq_idx_packing", info, problem, skipped="seqlen 1 cannot be packed")
+        return _outside("prop_seq_idx_packing", info, problem, "seqlen 1 cannot be packed")
     starts = problem.seq_starts or (1 + problem.seed % (problem.seqlen - 1),)
     if problem.seqlen > problem.chunk_size:   # and one sequence starting exactly on a chunk edge
         edge = problem.chunk_size * (1 + problem.seed % ((problem.seqlen - 1) // problem.chunk_size))

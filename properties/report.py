@@ -31,6 +31,7 @@ class PropertyResult:
     problem: SSDProblem
     comparisons: list[Comparison] = field(default_factory=list)
     skipped: str | None = None     # why the property does not apply (never a silent pass)
+    outside_domain: bool = False   # skipped for this problem (e.g. seqlen 1), not for the implementation
 
     @property
     def passed(self) -> bool:
