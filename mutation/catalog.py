@@ -59,7 +59,10 @@ class Mutant:
         if count != 1:
             raise ValueError(f"mutant {self.id}: snippet occurs {count} times in {self.file} (expected exactly once):\n"
                              f"{self.original}")
-        return source.replace(self.original, self.replacement, 1)
+        # A shorter replacement is padded with blank lines: the lines after it keep their numbers,
+        # so the kernels it does not touch keep their debug info and hit the compile cache.
+        short = self.original.count("\n") - self.replacement.count("\n")
+        return source.replace(self.original, self.replacement + "\n" * max(short, 0), 1)
 
     def apply_to_tree(self, root: Path) -> None:
         path = Path(root) / self.file

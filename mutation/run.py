@@ -277,8 +277,10 @@ def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
 
 def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float = 60.0, jobs: int = 2,
             matrix: bool = False, isolation: str = "fork", keep: bool = False, seed: int | None = None,
-            progress=None) -> list[Outcome]:
-    """Run every mutant in `todo` (None: the baseline), `jobs` at a time, in order of submission."""
+            progress=None, baseline_budget_s: float | None = None) -> list[Outcome]:
+    """Run every mutant in `todo` (None: the baseline), `jobs` at a time, in order of submission.
+    The baseline gets `baseline_budget_s` (default: budget_s): it runs every property to its end,
+    where a killed mutant stops at its first failure."""
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     if isolation == "fork":
         warm_up(threads)
@@ -300,12 +302,13 @@ def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float =
                 running.append((i, job))
             time.sleep(0.05)
             for i, job in list(running):
-                timed_out = job.running.poll() is None and time.monotonic() - job.running.start > budget_s
+                limit = budget_s if todo[i] is not None else (baseline_budget_s or budget_s)
+                timed_out = job.running.poll() is None and time.monotonic() - job.running.start > limit
                 if timed_out:
                     job.running.kill()
                 if job.running.poll() is not None:
                     running.remove((i, job))
-                    done[i] = _finish(job, timed_out, budget_s)
+                    done[i] = _finish(job, timed_out, limit)
                     if progress:
                         progress(done[i])
                     _cleanup(job, keep)
@@ -461,7 +464,8 @@ class Report:
 
 def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: int = 2, matrix: bool = False,
                 root: Path = ROOT, baseline: bool = True, include_equivalent: bool = True,
-                isolation: str = "fork", patches=(), seed: int | None = None, progress=None) -> Report:
+                isolation: str = "fork", patches=(), seed: int | None = None, progress=None,
+                baseline_budget_s: float | None = None) -> Report:
     """Run every (or each `only`) mutant of `catalog`; `jobs` pytest processes at a time. `patches`
     (unified diffs) are applied to the snapshot first: a proposed suite change, tried without
     touching the working tree."""
@@ -476,7 +480,8 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
             apply_patch(snap, patch)
         problems = check_catalog(catalog, snap)
         results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
-                          matrix=matrix, isolation=isolation, seed=seed, progress=progress)
+                          matrix=matrix, isolation=isolation, seed=seed, progress=progress,
+                          baseline_budget_s=baseline_budget_s)
     base = results.pop(0) if baseline else None
     return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
                   seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
@@ -646,6 +651,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
     ap.add_argument("--budget-s", type=float, help="time budget per mutant, seconds (default 60; 900 with "
                     "--compile-only)")
+    ap.add_argument("--baseline-budget-s", type=float, help="time budget of the unmutated baseline run, which "
+                    "runs every property to its end (default: 4 x --budget-s)")
     ap.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
     ap.add_argument("--json", type=Path, help="write the full report as JSON here")
     ap.add_argument("--md", type=Path, help="write the markdown table here (it is always printed)")
@@ -707,7 +714,7 @@ def main(argv=None) -> int:
           f"{args.jobs} job(s), {args.budget_s:g} s each, isolation {args.isolation}", file=sys.stderr)
     report = run_catalog(catalog, only=args.only, budget_s=args.budget_s, jobs=args.jobs, matrix=args.matrix,
                          baseline=not args.no_baseline, isolation=args.isolation, patches=args.patch,
-                         progress=_progress)
+                         progress=_progress, baseline_budget_s=args.baseline_budget_s or 4 * args.budget_s)
     md = report.markdown()
     if args.seeds:
         md += seeded_rates(catalog, report, args)
@@ -717,8 +724,13 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report.to_json(), indent=1))
     if report.baseline is not None and report.baseline.status != "survived":
-        print(f"BASELINE FAILS ({report.baseline.status}: {report.baseline.error}): the suite fails on the "
-              f"unmutated source, so these results mean nothing", file=sys.stderr)
+        b = report.baseline
+        if b.status.endswith("(timeout)"):
+            print(f"BASELINE DID NOT FINISH ({b.error}): the unmutated suite ran past its budget (raise "
+                  f"--baseline-budget-s); without a passing baseline these results mean nothing", file=sys.stderr)
+        else:
+            print(f"BASELINE FAILS ({b.status}: {b.error}): the suite fails on the unmutated source, so these "
+                  f"results mean nothing", file=sys.stderr)
         return 2
     for o in report.wrongly_equivalent:
         print(f"{o.id} is declared equivalent but {o.killed_by} failed on it: {o.error}", file=sys.stderr)

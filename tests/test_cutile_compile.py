@@ -79,3 +79,28 @@ def test_kernels_compile(arch, units_of):
     results = cm.compile_all(units, arch, jobs=JOBS)
     assert len(results) == len(units)
     assert all(ok for _, ok, _, _ in results), f"{arch}: compile failures\n{_report(results)}"
+
+
+@pytest.mark.compile
+def test_compile_cache_is_shared_by_checkouts_at_other_paths(tmp_path):
+    """Two copies of the kernels at different paths compile to one cache entry: the cache key holds
+    the kernels' debug info, which names the repository path, not the disk path. (Before this, the
+    mutation runner's copies recompiled every kernel of every mutant on the H200.)"""
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    probe = ("from kernels.cutile import compile_matrix as cm\n"
+             "u = [x for x in cm.enumerate_matrix() if x.kernel == 'chunk_cumsum'][0]\n"
+             "r = cm.compile_unit(u, 'sm_90'); assert r[1], r\n")
+    cache = tmp_path / "cache"
+    for copy in ("a", "deeper/b"):
+        tree = tmp_path / copy
+        shutil.copytree(root / "kernels", tree / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+        env = {**os.environ, "PYTHONPATH": str(tree), "CUDA_TILE_CACHE_DIR": str(cache)}
+        subprocess.run([sys.executable, "-c", probe], cwd=tree, env=env, check=True, timeout=300)
+    entries = sqlite3.connect(cache / "cache.db").execute("select count(*) from cache").fetchone()[0]
+    assert entries == 1, f"{entries} cache entries for one kernel compiled from two checkouts"

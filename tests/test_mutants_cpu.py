@@ -27,6 +27,16 @@ def test_catalog_snippets_apply_exactly_once(name):
     assert not problems, f"catalog {name}: {len(problems)} problem(s):\n" + "\n".join(problems)
 
 
+def test_cutile_mutants_keep_the_line_numbers_of_the_kernels_they_do_not_touch():
+    """The compile cache keys on debug info (line numbers too): a mutant that moved the lines after it
+    would recompile every later kernel on the GPU, for nothing."""
+    catalog = load_catalog("cutile")
+    for m in catalog.mutants:
+        src = (ROOT / m.file).read_text()
+        if m.replacement.count("\n") <= m.original.count("\n"):
+            assert m.apply(src).count("\n") == src.count("\n"), m.id
+
+
 @pytest.mark.mutation
 def test_torch_ref_mutants_are_killed(tmp_path):
     out = tmp_path / "mutants.json"

@@ -29,17 +29,36 @@ Conventions shared by all kernels:
 """
 from __future__ import annotations
 
+import linecache
 import math
+from pathlib import Path
 
 import cuda.tile as ct
 
 LOG2E = math.log2(math.e)
 ZERO = ct.PaddingMode.ZERO
 
+# The compiled kernels' debug info names this file, and cuTile's disk cache keys on the debug info:
+# name it by its path in the repository, not on this disk, so every checkout of the same source
+# (CI workspaces, the mutation runner's copies) shares one compile cache. The source is registered
+# under that name so cuTile's parser (inspect.findsource) reads this file whatever the cwd.
+SOURCE_NAME = "kernels/cutile/kernels.py"
+_text = Path(__file__).read_text()
+linecache.cache[SOURCE_NAME] = (len(_text), None, _text.splitlines(True), SOURCE_NAME)
+
+
+def _relocatable(fn):
+    fn.__code__ = fn.__code__.replace(co_filename=SOURCE_NAME)
+    return fn
+
+
+def _kernel(fn):
+    return ct.kernel(_relocatable(fn))
+
 
 # --------------------------------------------------------------------------- 1. chunk cumsum
 
-@ct.kernel
+@_kernel
 def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
                         seqlen, chunk_size, has_bias, dt_softplus, dt_min, dt_max,
                         BL: ct.Constant[int], BH: ct.Constant[int]):
@@ -79,12 +98,13 @@ def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
 
 # --------------------------------------------------------------------------- 2. chunk state + passing
 
+@_relocatable
 def _lat(LAT):
     """Load latency hint from a constant: 0 lets the compiler choose."""
     return ct.static_eval(None if LAT == 0 else LAT)
 
 
-@ct.kernel
+@_kernel
 def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
@@ -177,7 +197,7 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 
 # --------------------------------------------------------------------------- 3. chunk scan (output)
 
-@ct.kernel
+@_kernel
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
@@ -204,6 +224,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
 
 
+@_relocatable
 def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int]):
@@ -286,7 +307,7 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 
 # --------------------------------------------------------------------------- 4. varlen states
 
-@ct.kernel
+@_kernel
 def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
                         chunk_size, heads_per_group,
                         BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int]):
