@@ -104,3 +104,22 @@ def test_compile_cache_is_shared_by_checkouts_at_other_paths(tmp_path):
         subprocess.run([sys.executable, "-c", probe], cwd=tree, env=env, check=True, timeout=300)
     entries = sqlite3.connect(cache / "cache.db").execute("select count(*) from cache").fetchone()[0]
     assert entries == 1, f"{entries} cache entries for one kernel compiled from two checkouts"
+
+
+def test_kernel_source_name_is_the_import_name_so_two_checkouts_never_share_it(tmp_path):
+    """Two copies imported under different package names (two revisions raced in one process) keep
+    their own source entries: cuTile parses each kernel from the entry its debug name points at."""
+    import importlib.util
+    import linecache
+    from pathlib import Path
+
+    from kernels.cutile import kernels as ours
+    other_src = Path(ours.__file__).read_text() + "\n# another revision\n"
+    (tmp_path / "kernels.py").write_text(other_src)
+    spec = importlib.util.spec_from_file_location("rev2.kernels.cutile.kernels", tmp_path / "kernels.py")
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+    assert (ours.SOURCE_NAME, other.SOURCE_NAME) == ("kernels/cutile/kernels.py", "rev2/kernels/cutile/kernels.py")
+    assert "".join(linecache.getlines(other.SOURCE_NAME)) == other_src
+    assert "".join(linecache.getlines(ours.SOURCE_NAME)) == Path(ours.__file__).read_text()
+    assert ours._scan_tile.__code__.co_filename == ours.SOURCE_NAME   # what debug info names

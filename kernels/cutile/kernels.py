@@ -39,10 +39,12 @@ LOG2E = math.log2(math.e)
 ZERO = ct.PaddingMode.ZERO
 
 # The compiled kernels' debug info names this file, and cuTile's disk cache keys on the debug info:
-# name it by its path in the repository, not on this disk, so every checkout of the same source
-# (CI workspaces, the mutation runner's copies) shares one compile cache. The source is registered
-# under that name so cuTile's parser (inspect.findsource) reads this file whatever the cwd.
-SOURCE_NAME = "kernels/cutile/kernels.py"
+# name it by its module path (kernels/cutile/kernels.py), not its place on this disk, so every
+# checkout of the same source (CI workspaces, the mutation runner's copies) shares one compile cache.
+# The source is registered under that name so cuTile's parser (inspect.findsource) reads this file
+# whatever the cwd; the name comes from the module's import name, unique in a process, so a second
+# checkout imported under another package name cannot overwrite this entry.
+SOURCE_NAME = __name__.replace(".", "/") + ".py"
 _text = Path(__file__).read_text()
 linecache.cache[SOURCE_NAME] = (len(_text), None, _text.splitlines(True), SOURCE_NAME)
 
