@@ -175,3 +175,56 @@ def test_merge_writes_tables_plot_and_notes(tmp_path):
 def test_merge_without_results_fails_clearly(tmp_path, capsys):
     assert merge.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "no ssdcheck-bench/1 JSON" in capsys.readouterr().err
+
+
+def test_sweep_plan_only_holds_configs_the_kernels_accept():
+    """Every sweep candidate has its kernel's constants in the dispatch table's order (the launcher
+    passes them positionally), tiles no wider than the chunk (token tile) or the state (dstate tile),
+    and one label per (shape, chunk, kernel)."""
+    from bench import sweep_cutile as sw
+    from kernels.cutile import dispatch
+    items = sw.plan()
+    assert items and {k for _, _, k, _, _ in items} == {"table", "chunk_state", "chunk_scan"}
+    seen = set()
+    for shape, chunk, kernel, label, cfg in items:
+        assert (shape.id, chunk, kernel, label) not in seen
+        seen.add((shape.id, chunk, kernel, label))
+        if cfg is None:
+            continue
+        names = [n for n, _ in cfg.constants]
+        assert names == [n for n, _ in dispatch.TABLE[kernel][0].config.constants], (kernel, label)
+        assert chunk % cfg.get("BL") == 0 and cfg.get("BN") <= max(shape.dstate, 64), (shape.id, chunk, label)
+
+
+def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
+    """The sweep's bookkeeping on the CPU: a fake kernel set whose output and speed depend on the
+    override; a candidate that changes the answer is WRONG and never picked, however fast."""
+    import time
+
+    import torch
+
+    from bench import sweep_cutile as sw
+    from kernels.cutile import launcher
+
+    class Fake:
+        def __init__(self, shape, chunk):
+            self.x = torch.ones(64)
+
+        def run(self, kernel):
+            cfg = launcher._OVERRIDE.get(kernel)
+            bn = cfg.get("BN") if cfg is not None else 0
+            time.sleep({16: 0.002, 64: 0.0005}.get(bn, 0.001))            # BN64: fastest, and ...
+            return self.x * (2.0 if bn == 64 and kernel == "chunk_state" else 1.0)   # ... wrong for state
+
+        def forward(self):
+            return self.run("chunk_state")
+
+    shape, chunk = Shape(1, 128, 2, 64), 64
+    items = [it for it in sw.plan(((shape, (chunk,)),))]
+    rows = sw.sweep(items, log=lambda m: None, make=Fake, device="cpu")
+    by = {(r["kernel"], r["label"]): r for r in rows}
+    assert by[("chunk_state", "BL64-BN64-PF1-occ2")]["status"] == "WRONG"
+    assert by[("chunk_scan", "BL64-BN64-occ1")]["status"] == "ok"
+    [combo] = sw.best_combinations(items, rows, log=lambda m: None, make=Fake, device="cpu")
+    assert "BN64" not in combo["state"] and "BN64" in combo["scan"]
+    assert "WRONG" in sw.markdown(rows, [combo], dict(date="d", gpu="cpu", command="c"))

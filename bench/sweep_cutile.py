@@ -1,0 +1,289 @@
+"""Sweep the cuTile kernels' dispatch constants at bench shapes: the tuning step before the race.
+
+    python -m bench.sweep_cutile --out $OUT/sweep            # on the GPU host, after setup.sh
+    python -m bench.sweep_cutile --list                      # the plan (any machine)
+
+For each shape and chunk size it times the chunk_state and chunk_scan kernels alone, once with the
+dispatch table's choice and once per candidate configuration (tile sizes BL/BN, prefetch, latency
+hint, occupancy), on the race's own inputs (bench.race.make_inputs). Every candidate's output is
+compared with the table's (normwise): a candidate that changes the answer by more than 1e-2 is
+reported as WRONG and never as a speed-up. Then the whole forward runs with the fastest correct
+state and scan candidates together, next to the table. Output: sweep.json and sweep.md in --out.
+
+Compiles dominate a cold run (a chunk_scan unit with 128-token tiles takes 15-40 s), so every
+(shape, chunk, kernel, candidate) is first run once in --jobs worker processes that only fill
+cuTile's disk cache (CUDA_TILE_CACHE_DIR, shared); the timing process then hits the cache. A result
+feeds kernels/cutile/dispatch.py (rows are data) and its measurement goes to kernels/cutile/NOTES.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+from bench.shapes import Shape
+
+SHAPES = (
+    (Shape(8, 2048, 32, 128), (64, 128, 256)),
+    (Shape(2, 16384, 64, 256, ngroups=8), (64, 128)),
+    (Shape(2, 65536, 32, 64), (64, 128, 256)),
+)
+WRONG = 1e-2   # normwise difference from the table's output that marks a candidate as wrong
+
+
+def state_candidates(chunk: int, dstate: int):
+    """(label, Config) for chunk_state: token tile up to the chunk, dstate tile, prefetch, latency."""
+    from kernels.cutile.dispatch import Config
+    for bl in (64, 128, 256):
+        if bl > chunk:
+            continue
+        for bn in (16, 32, 64):
+            if bn > dstate:
+                continue
+            for pf in (0, 1):
+                occ = 4 if bn <= 32 else 2
+                yield (f"BL{bl}-BN{bn}-PF{pf}-occ{occ}",
+                       Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", pf), ("LAT", 0)), occ))
+    yield ("BL64-BN32-PF1-LAT4-occ4", Config((("BL", 64), ("BP", 64), ("BN", 32), ("PF", 1), ("LAT", 4)), 4))
+
+
+def scan_candidates(chunk: int, dstate: int):
+    """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency."""
+    from kernels.cutile.dispatch import Config
+    for bl in (64, 128):
+        if bl > chunk:
+            continue
+        for bn in (64, 128):
+            if bn > max(dstate, 64):
+                continue
+            for occ in (1, 2, 3):
+                yield (f"BL{bl}-BN{bn}-occ{occ}",
+                       Config((("BL", bl), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0)), occ))
+    bn = 128 if dstate >= 128 else 64
+    yield (f"BL64-BN{bn}-LAT4-occ3", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 4), ("PERSIST", 0)), 3))
+
+
+def plan(shapes=SHAPES):
+    """Every (shape, chunk, kernel, label, config) the sweep times; label 'table' is the dispatch row."""
+    out = []
+    for shape, chunks in shapes:
+        for chunk in chunks:
+            out.append((shape, chunk, "table", "table", None))
+            out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
+            out += [(shape, chunk, "chunk_scan", lab, cfg) for lab, cfg in scan_candidates(chunk, shape.dstate)]
+    return out
+
+
+class Stages:
+    """The three kernels of one (shape, chunk) on fixed inputs, callable alone (launcher internals)."""
+
+    def __init__(self, shape: Shape, chunk: int, seed: int = 0):
+        import torch
+
+        from bench.race import make_inputs
+        from kernels.cutile import launcher as L
+        self.L, self.chunk = L, chunk
+        kw = make_inputs(shape, seed)
+        self.x, self.B, self.C, self.dt = kw["x"], kw["B"], kw["C"], kw["dt"]
+        self.A32 = kw["A"].float()
+        h, p = shape.nheads, shape.headdim
+        self.D32 = kw["D"].float().reshape(h, 1).expand(h, p).contiguous()
+        self.kw = dict(kw, chunk_size=chunk)
+        self.cs, self.dtc = self.cumsum()
+        self.states, _ = self.state()
+        self.torch = torch
+
+    def cumsum(self):
+        return self.L._run_cumsum(self.dt, self.A32, None, self.chunk, False, (0.0, math.inf))
+
+    def state(self):
+        return self.L._run_state(self.x, self.B, self.dtc, self.cs, None, None, self.chunk, self.x.dtype)
+
+    def scan(self):
+        return self.L._run_scan(self.x, None, self.B, self.C, self.dtc, self.cs, self.states, self.D32, None,
+                                self.chunk)
+
+    def forward(self):
+        from kernels.cutile import ssd_forward
+        return ssd_forward(**self.kw)
+
+    def run(self, kernel: str):
+        return {"chunk_state": lambda: self.state()[0], "chunk_scan": self.scan, "table": self.forward}[kernel]()
+
+
+def _override(kernel: str, cfg) -> None:
+    from kernels.cutile import launcher
+    launcher._OVERRIDE.clear()
+    if cfg is not None:
+        launcher._OVERRIDE[kernel] = cfg
+
+
+def _warm(items) -> list[str]:
+    """Worker: run each item once so its compile lands in the shared disk cache; errors are returned."""
+    import torch
+    errors, cache = [], {}
+    for shape, chunk, kernel, label, cfg in items:
+        try:
+            key = (shape, chunk)
+            if key not in cache:
+                _override("", None)
+                cache.clear()
+                cache[key] = Stages(shape, chunk)
+            _override(kernel, cfg)
+            cache[key].run(kernel)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported by the timing pass too
+            errors.append(f"{shape.id} cs{chunk} {kernel} {label}: {type(e).__name__}: {str(e)[:300]}")
+        finally:
+            _override("", None)
+    return errors
+
+
+def warm_all(items, jobs: int) -> list[str]:
+    """Fill the compile cache from `jobs` processes (items grouped by shape, so inputs are made once)."""
+    if jobs <= 1:
+        return _warm(items)
+    buckets: list[list] = [[] for _ in range(jobs)]
+    for i, it in enumerate(sorted(items, key=lambda it: (it[2] != "chunk_scan", it[0].id, it[1]))):
+        buckets[i % jobs].append(it)   # the slow scan compiles first, spread over the workers
+    errors = []
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        for f in as_completed([pool.submit(_warm, b) for b in buckets if b]):
+            errors += f.result()
+    return errors
+
+
+def sweep(items, log=print, make=Stages, device="cuda") -> list[dict]:
+    """Time every item; `make` builds the (shape, chunk) kernels (a fake in the CPU test)."""
+    from bench.race import bench_ms as _bench_ms
+    from bench.race import rel_err
+
+    def bench_ms(fn):
+        return _bench_ms(fn, device)
+
+    rows, key, stages, ref, ref_ms = [], None, None, {}, {}
+    for shape, chunk, kernel, label, cfg in items:
+        if (shape, chunk) != key:
+            _override("", None)
+            key, stages = (shape, chunk), make(shape, chunk)
+            ref = {k: stages.run(k).clone() for k in ("chunk_state", "chunk_scan")}
+            ref_ms = {k: bench_ms(lambda k=k: stages.run(k))["ms"] for k in ("chunk_state", "chunk_scan")}
+        row = dict(shape=shape.id, chunk=chunk, kernel=kernel, label=label, config=str(cfg) if cfg else "table")
+        try:
+            _override(kernel, cfg)
+            if kernel == "table":
+                row.update(ms=bench_ms(stages.forward)["ms"], state_ms=ref_ms["chunk_state"],
+                           scan_ms=ref_ms["chunk_scan"], err=0.0)
+            else:
+                out = stages.run(kernel)
+                row.update(ms=bench_ms(lambda: stages.run(kernel))["ms"], err=rel_err(out, ref[kernel]),
+                           table_ms=ref_ms[kernel])
+                row["status"] = "WRONG" if not row["err"] <= WRONG else "ok"
+        except Exception as e:  # noqa: BLE001
+            row.update(status="FAILED", error=f"{type(e).__name__}: {str(e)[:300]}")
+        finally:
+            _override("", None)
+        log(json.dumps(row))
+        rows.append(row)
+    return rows
+
+
+def best_combinations(items, rows, log=print, make=Stages, device="cuda") -> list[dict]:
+    """The whole forward with the fastest correct state and scan candidates of each (shape, chunk)."""
+    from bench.race import bench_ms as _bench_ms
+    from kernels.cutile import launcher
+
+    def bench_ms(fn):
+        return _bench_ms(fn, device)
+
+    configs = {(s.id, c, k, lab): cfg for s, c, k, lab, cfg in items}
+    out = []
+    for shape, chunk in dict.fromkeys((s, c) for s, c, *_ in items):
+        pick = {}
+        for kernel in ("chunk_state", "chunk_scan"):
+            ok = [r for r in rows if r["shape"] == shape.id and r["chunk"] == chunk and r["kernel"] == kernel
+                  and r.get("status") == "ok"]
+            if ok:
+                best = min(ok, key=lambda r: r["ms"])
+                pick[kernel] = (best["label"], configs[(shape.id, chunk, kernel, best["label"])])
+        stages = make(shape, chunk)
+        launcher._OVERRIDE.clear()
+        launcher._OVERRIDE.update({k: cfg for k, (_, cfg) in pick.items()})
+        try:
+            ms = bench_ms(stages.forward)["ms"]
+        finally:
+            launcher._OVERRIDE.clear()
+        table = next(r["ms"] for r in rows if r["shape"] == shape.id and r["chunk"] == chunk and r["kernel"] == "table")
+        row = dict(shape=shape.id, chunk=chunk, table_ms=table, best_ms=ms,
+                   state=pick.get("chunk_state", ("table",))[0], scan=pick.get("chunk_scan", ("table",))[0])
+        log(json.dumps(row))
+        out.append(row)
+    return out
+
+
+def markdown(rows, combos, meta) -> str:
+    lines = [f"# cuTile dispatch sweep ({meta['date']}, {meta['gpu']})", "",
+             f"Command: `{meta['command']}`; timings: median of CUDA events after warm-up (bench.race.bench_ms).", "",
+             "| shape | chunk | table ms | best ms | speed-up | state candidate | scan candidate |",
+             "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    lines += [f"| {c['shape']} | {c['chunk']} | {c['table_ms']:.4f} | {c['best_ms']:.4f} | "
+              f"{c['table_ms'] / c['best_ms']:.2f}x | {c['state']} | {c['scan']} |" for c in combos]
+    lines += ["", "Per kernel (ms; err = normwise difference from the table's output):", "",
+              "| shape | chunk | kernel | candidate | ms | table ms | err | status |", "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        if r["kernel"] != "table":
+            ms = f"{r['ms']:.4f}" if "ms" in r else ""
+            tms = f"{r['table_ms']:.4f}" if "table_ms" in r else ""
+            err = f"{r['err']:.1e}" if "err" in r else ""
+            lines.append(f"| {r['shape']} | {r['chunk']} | {r['kernel']} | {r['label']} | {ms} | {tms} | {err} | "
+                         f"{r.get('status', '')} {r.get('error', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "sweep")
+    ap.add_argument("--jobs", type=int, default=min(14, os.cpu_count() or 1), help="compile-cache warm-up processes")
+    ap.add_argument("--only", help="substring of a shape id: sweep only those shapes")
+    ap.add_argument("--list", action="store_true", help="print the plan and exit")
+    args = ap.parse_args(argv)
+    shapes = tuple((s, c) for s, c in SHAPES if not args.only or args.only in s.id)
+    items = plan(shapes)
+    if args.list:
+        for shape, chunk, kernel, label, cfg in items:
+            print(f"{shape.id} cs{chunk} {kernel:12s} {label:26s} {cfg or ''}")
+        print(f"{len(items)} timings")
+        return 0
+    import torch
+    if not torch.cuda.is_available():
+        print("bench.sweep_cutile: needs a CUDA GPU (use --list for the plan)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    errors = warm_all([it for it in items if it[2] != "table"] + [it for it in items if it[2] == "table"], args.jobs)
+    warm_s = time.time() - t0
+    for e in errors:
+        print("warm-up:", e, file=sys.stderr)
+    with open(args.out / "sweep.log", "w") as f:
+        def log(msg):
+            print(msg, flush=True)
+            f.write(msg + "\n")
+        rows = sweep(items, log)
+        combos = best_combinations(items, rows, log)
+    meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), gpu=torch.cuda.get_device_name(),
+                command="python -m bench.sweep_cutile " + " ".join(argv if argv is not None else sys.argv[1:]),
+                warm_s=round(warm_s, 1), total_s=round(time.time() - t0, 1), warm_errors=errors)
+    (args.out / "sweep.json").write_text(json.dumps(dict(meta=meta, rows=rows, best=combos), indent=1))
+    (args.out / "sweep.md").write_text(markdown(rows, combos, meta))
+    print(markdown(rows, combos, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
