@@ -25,6 +25,13 @@ def main(path: str) -> None:
     print("| --- | --- | ---: | ---: | ---: |")
     for p in r["properties"]:
         print(f"| {p['impl']} | {p['prop']} | {p['examples']} | {p['failures']} | {p['worst_share']:.3g} |")
+    print("\nPer test (a test cut by the time budget ran fewer examples than its profile asks):\n")
+    print("| test | outcome | examples | cut by budget | seconds |")
+    print("| --- | --- | ---: | --- | ---: |")
+    for t in r["tests"]:
+        up = t.get("properties", {})
+        print(f"| {t['nodeid'].split('::')[-1]} | {t['outcome']} | {up.get('ssd_examples', '')} | "
+              f"{'yes' if up.get('ssd_cut_by_budget') else ''} | {t.get('call_duration', 0):.0f} |")
     print("\nFeature tallies (fraction of examples):\n")
     for impl, t in r["tallies"].items():
         fr = ", ".join(f"{k} {v:.1%}" for k, v in t["fraction"].items())
@@ -34,7 +41,7 @@ def main(path: str) -> None:
     print("| --- | --- | --- | --- | ---: | ---: | ---: |")
     for x in r["results"]:
         print(f"| {x['impl']} | {x['prop']} | {x['output']} | {x['dtype']} | {x['examples']} | "
-              f"{x['max_abs']:.3g} | {x.get('worst_share', float('nan')):.3g} |")
+              f"{x['max_abs']:.3g} | {x.get('share', float('nan')):.3g} |")
 
 
 if __name__ == "__main__":

@@ -230,10 +230,11 @@ class SSDState:
         if self.progress is not None:
             self.progress.current = item.nodeid
             self.progress.write(force=True)
-        failed = False
+        failed = cut = False
         try:
             return (yield)
         except FuzzTimeUp:
+            cut = True
             if self.budget is not None:
                 self.budget.cut += 1
             return None
@@ -246,6 +247,8 @@ class SSDState:
                 item.user_properties.extend(stats.user_properties())
             elif hasattr(getattr(item, "obj", None), "hypothesis"):
                 item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
+            if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
+                item.user_properties.append(("ssd_cut_by_budget", "true"))
             repro_dir = item.config.getoption("ssd_repro_dir")
             if failed and repro_dir and stats.last_failure is not None:
                 self._save_reproducer(item, stats.last_failure, repro_dir)

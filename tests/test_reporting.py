@@ -228,6 +228,8 @@ def test_fuzz_runs_for_its_budget_and_saves_the_failure(fuzz_run):
     # causality was stopped by the clock (not by max_examples=100000) and still passed; the failing
     # test was never cut: Hypothesis shrank it and reported it
     assert r["meta"]["hypothesis"]["profile"] == "fuzz" and r["meta"]["fuzz"]["tests_cut_by_budget"] == 1
+    cut = {t["nodeid"].split("::")[1].split("[")[0]: t["properties"].get("ssd_cut_by_budget") for t in r["tests"]}
+    assert cut == {"test_matches_oracle": None, "test_causality": "true"}          # which test, per test
     assert wall < 6 + 60, wall
     files = list((out / "failures").glob("*.pt"))
     assert len(files) == 1 and r["reproducers"][0]["path"] == str(files[0])
