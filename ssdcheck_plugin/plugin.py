@@ -99,12 +99,12 @@ def pytest_configure(config):
     config.pluginmanager.register(st, "ssdcheck-state")
 
 
-@pytest.hookimpl(optionalhook=True)
 def _budgeted(item) -> bool:
     """A Hypothesis test: the only kind a fuzz budget can cut, so the only kind it shares among."""
     return hasattr(getattr(item, "obj", None), "hypothesis")
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     return gpu.auto_num_workers(getattr(config.option, "numprocesses", None))
 
@@ -245,7 +245,7 @@ class SSDState:
             stats, self.item = self.item, None
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
-            elif hasattr(getattr(item, "obj", None), "hypothesis"):
+            elif _budgeted(item):
                 item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
             if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
                 item.user_properties.append(("ssd_cut_by_budget", "true"))

@@ -351,6 +351,12 @@ def test_xdist_worker_is_pinned_to_gpu_n_mod_count(worker, count, device):
     assert gpu.pin_xdist_worker(worker, cuda=cuda) == device and cuda.current == device
 
 
+def test_plugin_loads_without_xdist():
+    """pytest-xdist is optional: its hook must stay an optional hookimpl (a plain pytest then works)."""
+    proc = run_pytest("-p", "no:xdist", "tests/test_property_domains.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_no_pinning_without_xdist_or_gpus():
     cuda = FakeCuda(2)
     assert gpu.pin_xdist_worker("master", cuda=cuda) is None and cuda.current is None
