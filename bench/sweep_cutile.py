@@ -84,8 +84,6 @@ class Stages:
     """The three kernels of one (shape, chunk) on fixed inputs, callable alone (launcher internals)."""
 
     def __init__(self, shape: Shape, chunk: int, seed: int = 0):
-        import torch
-
         from bench.race import make_inputs
         from kernels.cutile import launcher as L
         self.L, self.chunk = L, chunk
@@ -97,7 +95,6 @@ class Stages:
         self.kw = dict(kw, chunk_size=chunk)
         self.cs, self.dtc = self.cumsum()
         self.states, _ = self.state()
-        self.torch = torch
 
     def cumsum(self):
         return self.L._run_cumsum(self.dt, self.A32, None, self.chunk, False, (0.0, math.inf))
@@ -266,7 +263,7 @@ def main(argv=None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    errors = warm_all([it for it in items if it[2] != "table"] + [it for it in items if it[2] == "table"], args.jobs)
+    errors = warm_all(items, args.jobs)
     warm_s = time.time() - t0
     for e in errors:
         print("warm-up:", e, file=sys.stderr)
