@@ -105,20 +105,23 @@ class Comparison:
 def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
             yardstick: torch.Tensor | None = None, tol: Tol | None = None,
             bitwise: bool = False, decay_span: float = 0.0) -> Comparison:
-    """Compare `actual` with `expected` (any dtypes; measured in float64 on the CPU)."""
+    """Compare `actual` with `expected` (any dtypes; measured in float64 on their device when they
+    share one, else on the CPU: at GPU sizes a dozen float64 passes over 30M elements take seconds
+    on one CPU thread)."""
     tol = tol or load_policy().tol(dtype, output)
     if tuple(actual.shape) != tuple(expected.shape):
         return Comparison(output, False, math.inf, (), math.inf, expected.numel(), expected.numel(), tol,
                           why=[f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"])
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
+    dev = expected.device if actual.device == expected.device else torch.device("cpu")
+    a = actual.detach().to(dev, torch.float64)
+    e = expected.detach().to(dev, torch.float64)
     nonfinite = int((~torch.isfinite(a)).sum()) - int((~torch.isfinite(e)).sum())
     diff = (a - e).abs()
     diff = torch.where(torch.isnan(diff) & ~torch.isnan(e), torch.full_like(diff, math.inf), diff)
     if e.numel() == 0:
         return Comparison(output, True, 0.0, (), 0.0, 0, 0, tol)
     flat = int(torch.nan_to_num(diff, nan=math.inf).argmax())
-    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape))
+    where = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(diff.shape)))
     max_abs = float(diff.reshape(-1)[flat])
     enorm = float(e.norm())
     dnorm = float(torch.nan_to_num(a - e, nan=math.inf).norm())
@@ -140,7 +143,7 @@ def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype:
             why.append(f"{int(bad.sum())} elements over atol*rms + rtol*|ref|")
     budget = err_y = None
     if yardstick is not None and not bitwise:
-        err_y = float((yardstick.detach().to("cpu", torch.float64) - e).abs().max())
+        err_y = float((yardstick.detach().to(dev, torch.float64) - e).abs().max())
         budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype], decay_span)
         if not max_abs <= budget:
             why.append(f"max abs {max_abs:.3g} over budget {budget:.3g}")
