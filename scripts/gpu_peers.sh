@@ -17,6 +17,8 @@
 #   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
 #   GROUP=smoke, BENCH_BUDGET_S=360   the bench group and its budget (TileGym tuning is skipped when
 #                          fewer than 180 s of it are left; PART=bench gives it all of TOTAL_S)
+#   WORKERS=16             pytest-xdist workers for the tests (one GPU, shared: the peers' compiles
+#                          and the float64 references are CPU work, so one worker per core)
 #   SHARE_TIME=1           give each test an equal share of the time left (the ssdcheck plugin's
 #                          --ssd-fuzz-seconds: a test past its share stops drawing and passes with the
 #                          examples it ran, counted in the summary); 0: the profile's full example
@@ -36,6 +38,8 @@ GROUP=${GROUP:-smoke}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-360}
 MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-0}
 SHARE_TIME=${SHARE_TIME:-1}
+WORKERS=${WORKERS:-16}
+export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # TileGym's compiles, shared by workers
 mkdir -p "$OUT/peers" "$OUT/bench"
 rm -f "$OUT/peers/results.jsonl" "$OUT/peers/report.json" "$OUT/peers/summary.txt"
 export PYTHONUNBUFFERED=1
@@ -91,13 +95,13 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     impl_args=(); for i in $IMPLS; do impl_args+=(--impl "$i"); done
     k_args=(); [ -n "${K:-}" ] && k_args=(-k "$K")
     [ -n "${M:-}" ] && k_args+=(-m "$M")
-    echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
+    echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE -n $WORKERS, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
     share_args=(); [ "$SHARE_TIME" = 1 ] && share_args=(--ssd-fuzz-seconds=$(( t - 30 )))
     env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
-        -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" "${share_args[@]}" \
+        -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" "${share_args[@]}" \
         --ssd-report="$OUT/peers/report.json" --ssd-repro-dir="$OUT/peers/repro" \
         --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1
     TESTS_RC=$?

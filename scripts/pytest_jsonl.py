@@ -20,7 +20,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     global _out
     path = config.getoption("jsonl")
-    if path:
+    if path and not hasattr(config, "workerinput"):   # under xdist the controller sees every report
         _out = open(path, "a", buffering=1)
 
 

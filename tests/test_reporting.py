@@ -468,3 +468,13 @@ def test_gate_matches_a_single_revision_with_a_single_baseline_implementation():
     two = {**base, ("torch-ref", "prop_matches_oracle", "y", "bfloat16"): row}
     regressions, notes = gate.compare_rows(cur, two)
     assert regressions == [] and any("new in this run" in n for n in notes)
+
+
+def test_jsonl_log_under_xdist_has_each_report_once(tmp_path):
+    """scripts/pytest_jsonl.py (the GPU scripts' progress log): the controller writes, workers do not."""
+    log = tmp_path / "r.jsonl"
+    proc = run_pytest("tests/test_property_domains.py", "-n", "2", "-p", "scripts.pytest_jsonl", f"--jsonl={log}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [json.loads(s) for s in log.read_text().splitlines()]
+    calls = [r["nodeid"] for r in calls if r["event"] == "report" and r["when"] == "call"]
+    assert calls and len(calls) == len(set(calls))
