@@ -9,8 +9,8 @@ which is what the GPU strategy's menus and weights are for.
 Running them needs a GPU: `python -m mutation.run --catalog cutile --budget-s 300` (the first call of
 each kernel configuration compiles it). `tests/test_mutants_cpu.py` only checks that every snippet
 still applies exactly once, so a refactor of the kernels shows up as catalog rot, not as silent
-dead mutants. Dispatch facts used below (dispatch.py): chunk_state always runs with PF=1, BP=64,
-BN in {16, 32}; chunk_scan with PERSIST=0, BP=64, BN in {64, 128}; varlen_state with BP=BN=64.
+dead mutants. Dispatch facts used below (dispatch.py): chunk_state always runs with PF=0, BP=64,
+(BL, BN) in {(64, 32), (64, 16), (128, 16)}; chunk_scan with PERSIST=0, BP=64, BN in {64, 128}; varlen_state with BP=BN=64.
 """
 from __future__ import annotations
 

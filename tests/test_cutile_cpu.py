@@ -133,10 +133,12 @@ def test_dispatch_table_chooses_for_every_supported_problem():
         for p in (16, 32, 64, 128, 256):
             for n in (16, 32, 64, 128, 256):
                 for bh in (1, 32, 256, 100_000):
-                    prob = dispatch.Problem(dtype, p, n, 64, bh)
-                    for kernel in dispatch.KERNEL_NAMES:
-                        cfg = dispatch.choose(kernel, prob)
-                        assert cfg.get("BL") == 64
+                    for chunk in cutile.INFO.chunk_sizes:
+                        prob = dispatch.Problem(dtype, p, n, chunk, bh)
+                        for kernel in dispatch.KERNEL_NAMES:
+                            bl = dispatch.choose(kernel, prob).get("BL")
+                            # every kernel walks a chunk in whole BL tiles; only chunk_state leaves 64
+                            assert chunk % bl == 0 and (bl == 64 or kernel == "chunk_state")
     # small batch*heads gets narrower dstate tiles (more blocks for the sequential state scan)
     few = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 32))
     many = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 1024))

@@ -3,9 +3,11 @@
 This is data, read by the launcher (to choose) and by compile_matrix.py (to enumerate every
 configuration CI must compile). Add a row here and CI compiles it; nothing else chooses constants.
 
-Every kernel tiles the sequence in BL = 64 tokens whatever the chunk size (the chunk size is a
-run-time argument), so the table looks at dstate (chunk_scan's dstate tile) and batch*heads
-(chunk_state's dstate tile, which sets how many blocks walk the sequence in parallel). Headdim and
+The kernels tile the sequence in BL = 64 tokens whatever the chunk size (the chunk size is a
+run-time argument), except chunk_state with few blocks, which takes BL = 128 at chunk sizes 128 and
+256 (BL must divide the chunk size). So the table looks at dstate (chunk_scan's dstate tile),
+batch*heads (chunk_state's dstate tile, which sets how many blocks walk the sequence in parallel)
+and the chunk size. Headdim and
 dstate below the tile width are served with zero padding (correct, a little wasted work on problems
 far from the performance target); larger ones loop over tiles. The element dtype does not change
 the choice but does make a separate compile unit (compile_matrix.py).
@@ -69,14 +71,21 @@ def _state_blocks(p: Problem, bn: int) -> int:
 #     persistent grid occ2 0.263
 # chunk_state drops to BN 16 when BN 32 leaves fewer than two blocks per SM of an H200 (b*h small,
 # long sequences), since each block walks the whole sequence.
+# Sweep of 2026-11-30 (bench/sweep_cutile.py, reports/raw/2026-11-30-sweep-cutile/): PF=0 (no manual
+# one-tile-ahead prefetch) beat PF=1 at 7 of the 8 (shape, chunk) points, by 7-13% where blocks are
+# many (b8 l2048 h32 n128: 0.125 vs 0.140 ms at chunk 64); with few blocks (b2 l65536 h32 n64) BL=128,
+# BN=16 took 0.81 vs 1.12 ms at chunk 128 and 0.74 vs 0.98 ms at chunk 256 (BL=128 with BN=32 was
+# 2.1 ms: the tile pair matters, so only the measured pair is used).
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
     ),
     "chunk_state": (
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
-             Config(_c(BL=64, BP=64, BN=32, PF=1, LAT=0), occupancy=4)),
-        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=1, LAT=0), occupancy=4)),
+             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0), occupancy=4)),
+        Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,
+             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0), occupancy=4)),
+        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0), occupancy=4)),
     ),
     "chunk_scan": (
         Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0), occupancy=3)),
