@@ -166,3 +166,69 @@ def test_stage_entry_points_refuse_int32_overflow(monkeypatch):
     launcher._check_int32(x=torch.zeros(2), states_in=2**31 - 1)
     _bad("x", cutile.chunk_state_and_passing, torch.zeros(1, 0, 4, 64), torch.zeros(1, 0, 1, 16),
          torch.zeros(1, 4, 0, 64), torch.zeros(1, 4, 0, 64))
+
+
+# ---------------------------------------------------------------- chunk_scan: which kernel the launcher runs
+
+def _scan_launch(monkeypatch, cfg=None, b=2, l=300, h=8, g=2, p=64, n=32, chunk=64, dtype=torch.bfloat16):
+    """(grid, kernel, Config) of the one launch _run_scan makes on CPU tensors, the launch itself
+    replaced; cfg overrides the table as the sweep does (launcher._OVERRIDE)."""
+    calls = []
+    monkeypatch.setattr(launcher, "_launch", lambda grid, kfn, c, args, device: calls.append((grid, kfn, c, args)))
+    monkeypatch.setattr(launcher, "_OVERRIDE", {"chunk_scan": cfg} if cfg is not None else {})
+    nc = -(-l // chunk)
+    x = torch.zeros(b, l, h, p, dtype=dtype)
+    B = torch.zeros(b, l, g, n, dtype=dtype)
+    dtc = torch.zeros(b, h, nc * chunk)
+    states = torch.zeros(b, nc, h, p, n, dtype=dtype)
+    launcher._run_scan(x, None, B, B.clone(), dtc, dtc.clone(), states, None, None, chunk)
+    [(grid, kfn, c, args)] = calls
+    assert args[13] == h // g                       # heads_per_group, whatever the kernel
+    names = list(inspect.signature(kfn._pyfunc).parameters)
+    assert names[len(names) - len(c.constants):] == [k for k, _ in c.constants], "constants out of order"
+    return grid, kfn, c
+
+
+def _scan_cfg(hb=None, bn=64, occ=3):
+    kv = (("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0)) + ((("HB", hb),) if hb else ())
+    return dispatch.Config(kv, occ)
+
+
+def test_dispatch_table_has_no_head_block_rows_and_its_launches_are_unchanged(monkeypatch):
+    """The table's chunk_scan choices launch chunk_scan_kernel with the table's own Config object and a
+    grid of one block per (b, chunk, row tile, p tile, head): exactly what ran before head blocks existed."""
+    from kernels.cutile import kernels as K
+    for kernel in dispatch.KERNEL_NAMES:
+        for cfg in dispatch.configs(kernel):
+            assert "HB" not in dict(cfg.constants), (kernel, cfg)
+    for cfg in dispatch.configs("chunk_scan"):
+        assert dispatch.scan_kernel(cfg, 4) == ("chunk_scan_kernel", cfg)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        for n in (32, 128, 256):
+            for chunk in (64, 128, 256):
+                for p in (32, 128):
+                    grid, kfn, cfg = _scan_launch(monkeypatch, n=n, chunk=chunk, p=p, dtype=dtype)
+                    prob = dispatch.Problem(launcher._TORCH_DTYPES[dtype], p, n, chunk, 2 * 8)
+                    assert kfn is K.chunk_scan_kernel and cfg is dispatch.choose("chunk_scan", prob)
+                    assert grid == (2 * -(-300 // chunk) * (chunk // 64) * -(-p // 64) * 8, 1, 1)
+
+
+@pytest.mark.parametrize("hb,h,g,heads_kernel", [
+    (2, 8, 2, True), (4, 8, 2, True), (4, 8, 1, True), (8, 8, 1, True), (2, 6, 3, True),
+    (8, 8, 2, False),    # HB larger than heads_per_group (4)
+    (4, 12, 2, False),   # HB does not divide heads_per_group (6)
+    (2, 6, 2, False),    # heads_per_group 3 is odd
+    (1, 8, 2, False),    # HB = 1 is the per-head kernel
+])
+def test_launcher_runs_the_head_block_kernel_only_where_hb_divides_heads_per_group(monkeypatch, hb, h, g,
+                                                                                  heads_kernel):
+    from kernels.cutile import kernels as K
+    for chunk in (64, 256):
+        grid, kfn, cfg = _scan_launch(monkeypatch, _scan_cfg(hb), h=h, g=g, chunk=chunk)
+        blocks = 2 * -(-300 // chunk) * (chunk // 64)
+        if heads_kernel:
+            assert kfn is K.chunk_scan_heads_kernel and cfg == _scan_cfg(hb)
+            assert grid == (blocks * h // hb, 1, 1)
+        else:   # the per-head kernel with the candidate's other constants, HB dropped
+            assert kfn is K.chunk_scan_kernel and cfg == _scan_cfg(None)
+            assert grid == (blocks * h, 1, 1)
