@@ -52,6 +52,13 @@ def state_candidates(chunk: int, dstate: int):
                 yield (f"BL{bl}-BN{bn}-PF{pf}-occ{occ}",
                        Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", pf), ("LAT", 0)), occ))
     yield ("BL64-BN32-PF1-LAT4-occ4", Config((("BL", 64), ("BP", 64), ("BN", 32), ("PF", 1), ("LAT", 4)), 4))
+    # load latency hints (x and B tiles) on the table's PF=0 rows: TileGym tunes 4/6 on its state loads
+    for bl, bn in ((64, 16), (64, 32), (128, 16)):
+        if bl > chunk or bn > dstate:
+            continue
+        for lat in (2, 4, 6, 8):
+            yield (f"BL{bl}-BN{bn}-PF0-LAT{lat}-occ4",
+                   Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", 0), ("LAT", lat)), 4))
 
 
 # chunk_scan_heads_kernel candidates: HB -> occupancies. From the sm_90 bf16 cubins (BN 128): HB 2 fits
@@ -77,7 +84,8 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 0):
                 yield (f"BL{bl}-BN{bn}-occ{occ}",
                        Config((("BL", bl), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0)), occ))
     bn = 128 if dstate >= 128 else 64
-    yield (f"BL64-BN{bn}-LAT4-occ3", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 4), ("PERSIST", 0)), 3))
+    for lat in (2, 4, 6, 8):
+        yield (f"BL64-BN{bn}-LAT{lat}-occ3", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", 0)), 3))
     for hb, occs in HEAD_BLOCKS.items():
         if not heads_per_group or heads_per_group % hb:
             continue
