@@ -18,6 +18,7 @@ from oracles import (chunk_cumsum_f64, chunk_scan_f64, chunk_state_f64, ssd_chun
                      state_passing_f64)
 from properties.problem import SSDProblem
 from properties.report import PropertyResult
+from properties.timing import phase
 from properties.tolerance import Comparison, compare, load_policy
 
 OUTPUT_NAMES = ("y", "final_states", "varlen_states")
@@ -57,11 +58,13 @@ def as_outputs(out, kwargs: dict) -> dict:
 def run(info, kwargs: dict) -> dict:
     x = kwargs["x"]
     _poison_allocator(x.device.type, 2 * x.numel() * x.element_size())
-    return as_outputs(info.fn(**kwargs), kwargs)
+    with phase("impl"):
+        return as_outputs(info.fn(**kwargs), kwargs)
 
 
 def run_ref(fn, kwargs: dict) -> dict:
-    return as_outputs(fn(**kwargs), kwargs)
+    with phase("reference"):
+        return as_outputs(fn(**kwargs), kwargs)
 
 
 def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str | None = None) -> PropertyResult:
@@ -101,8 +104,9 @@ def prop_matches_oracle(info, problem: SSDProblem) -> PropertyResult:
 def decay_span(kw: dict, chunk_size: int) -> float:
     """max |dA_cumsum| within a chunk (natural log units): the size of the decay exponents."""
     dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
-    cs, _ = chunk_cumsum_f64(kw["dt"], kw["A"], chunk_size, **dt_kw)
-    return float(cs.abs().max()) if cs.numel() else 0.0
+    with phase("reference"):
+        cs, _ = chunk_cumsum_f64(kw["dt"], kw["A"], chunk_size, **dt_kw)
+        return float(cs.abs().max()) if cs.numel() else 0.0
 
 
 def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
@@ -163,8 +167,14 @@ def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResu
     problem = problem.replace(decay=0.0, varlen=False)
     kw = problem.inputs(device_for(info))
     got = run(info, kw)
-    # The closed form in float64 on the inputs' device: its O(seqlen^2) scores cost seconds on one
-    # CPU thread per worker at GPU sizes (seqlen 4K, 16 heads), a few ms on the GPU.
+    with phase("reference"):
+        ref = _linear_attention_f64(kw)
+    return _result("prop_no_decay_is_linear_attention", info, problem, _self_compare(got, ref, problem.dtype))
+
+
+def _linear_attention_f64(kw: dict) -> dict:
+    """The no-decay closed form in float64 on the inputs' device: its O(seqlen^2) scores cost
+    seconds on one CPU thread per worker at GPU sizes (seqlen 4K, 16 heads), a few ms on the GPU."""
     b, l, h, p = kw["x"].shape
     rep = h // kw["B"].shape[2]
     x, B, C = (kw[k].double() for k in ("x", "B", "C"))
@@ -190,8 +200,7 @@ def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResu
         y = y + x * kw["D"].double().view(1, 1, h, -1)
     if "z" in kw:
         y = y * F.silu(kw["z"].double())
-    ref = {"y": y, "final_states": final}
-    return _result("prop_no_decay_is_linear_attention", info, problem, _self_compare(got, ref, problem.dtype))
+    return {"y": y, "final_states": final}
 
 
 # ---------------------------------------------------------------- the implementation against itself

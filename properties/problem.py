@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from properties.timing import phase
+
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -97,6 +99,10 @@ class SSDProblem:
 
     def inputs(self, device: str | torch.device = "cpu") -> dict:
         """The keyword arguments of mamba_chunk_scan_combined for this problem, on `device`."""
+        with phase("inputs"):
+            return self._inputs(device)
+
+    def _inputs(self, device: str | torch.device) -> dict:
         g = torch.Generator().manual_seed(self.seed)
         b, l, h, p, n, ng = self.batch, self.seqlen, self.nheads, self.headdim, self.dstate, self.ngroups
         dtype = self.torch_dtype

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from properties.problem import DTYPES
+from properties.timing import phase
 
 POLICY_PATH = Path(os.environ.get("SSDCHECK_TOLERANCES", Path(__file__).resolve().parent.parent / "tolerances.toml"))
 
@@ -105,6 +106,13 @@ class Comparison:
 def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
             yardstick: torch.Tensor | None = None, tol: Tol | None = None,
             bitwise: bool = False, decay_span: float = 0.0) -> Comparison:
+    with phase("compare"):
+        return _compare(output, actual, expected, dtype=dtype, yardstick=yardstick, tol=tol, bitwise=bitwise,
+                        decay_span=decay_span)
+
+
+def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
+             yardstick: torch.Tensor | None, tol: Tol | None, bitwise: bool, decay_span: float) -> Comparison:
     """Compare `actual` with `expected` (any dtypes; measured in float64 on their device when they
     share one, else on the CPU: at GPU sizes a dozen float64 passes over 30M elements take seconds
     on one CPU thread)."""

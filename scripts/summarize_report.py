@@ -26,12 +26,16 @@ def main(path: str) -> None:
     for p in r["properties"]:
         print(f"| {p['impl']} | {p['prop']} | {p['examples']} | {p['failures']} | {p['worst_share']:.3g} |")
     print("\nPer test (a test cut by the time budget ran fewer examples than its profile asks):\n")
-    print("| test | outcome | examples | cut by budget | seconds |")
-    print("| --- | --- | ---: | --- | ---: |")
+    print("Seconds: the call, then where it went (ssd_seconds.*): inputs generated, the implementation "
+          "(compiles included, also shown apart), the float64 reference, comparing.\n")
+    print("| test | outcome | examples | cut by budget | seconds | inputs | impl | compile | reference | compare |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for t in r["tests"]:
         up = t.get("properties", {})
+        sec = [up.get(f"ssd_seconds.{k}") for k in ("inputs", "impl", "compile", "reference", "compare")]
+        sec = " | ".join("" if v is None else f"{float(v):.0f}" for v in sec)
         print(f"| {t['nodeid'].split('::')[-1]} | {t['outcome']} | {up.get('ssd_examples', '')} | "
-              f"{'yes' if up.get('ssd_cut_by_budget') else ''} | {t.get('call_duration', 0):.0f} |")
+              f"{'yes' if up.get('ssd_cut_by_budget') else ''} | {t.get('call_duration', 0):.0f} | {sec} |")
     print("\nFeature tallies (fraction of examples):\n")
     for impl, t in r["tallies"].items():
         fr = ", ".join(f"{k} {v:.1%}" for k, v in t["fraction"].items())

@@ -99,6 +99,16 @@ def pytest_configure(config):
     config.pluginmanager.register(st, "ssdcheck-state")
 
 
+def _seconds_spent(phases: dict, timer, compile0: tuple) -> list[tuple[str, float]]:
+    """ssd_seconds.<phase> of one test (properties.timing), and the cuTile compile and tileiras
+    seconds within it (part of `impl`)."""
+    out = [(f"ssd_seconds.{k}", round(v, 3)) for k, v in sorted(phases.items())]
+    if phases and timer.installed:
+        out += [("ssd_seconds.compile", round(timer.compile_s - compile0[0], 3)),
+                ("ssd_seconds.tileiras", round(timer.tileiras_s - compile0[1], 3))]
+    return out
+
+
 def _budgeted(item) -> bool:
     """A Hypothesis test: the only kind a fuzz budget can cut, so the only kind it shares among."""
     return hasattr(getattr(item, "obj", None), "hypothesis")
@@ -223,7 +233,10 @@ class SSDState:
     # ------------------------------------------------------------------ each test
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
+        from properties import timing
         self.item = ItemStats(item.nodeid)
+        timing.take()
+        compile0 = (self.timer.compile_s, self.timer.tileiras_s)
         if self.budget is not None and _budgeted(item):
             self.budget.start_item()
             wrap_inner_test(getattr(item, "obj", None))
@@ -249,6 +262,7 @@ class SSDState:
                 item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
             if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
                 item.user_properties.append(("ssd_cut_by_budget", "true"))
+            item.user_properties.extend(_seconds_spent(timing.take(), self.timer, compile0))
             repro_dir = item.config.getoption("ssd_repro_dir")
             if failed and repro_dir and stats.last_failure is not None:
                 self._save_reproducer(item, stats.last_failure, repro_dir)

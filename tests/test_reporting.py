@@ -478,3 +478,25 @@ def test_jsonl_log_under_xdist_has_each_report_once(tmp_path):
     calls = [json.loads(s) for s in log.read_text().splitlines()]
     calls = [r["nodeid"] for r in calls if r["event"] == "report" and r["when"] == "call"]
     assert calls and len(calls) == len(set(calls))
+
+
+def test_report_says_where_each_tests_time_went(report_run):
+    """ssd_seconds.<phase> per test: inputs, implementation, reference, comparison, each measured and
+    together no more than the call (the phases do not nest)."""
+    d, _ = report_run
+    tests = {t["nodeid"].split("::")[-1]: t for t in _strict_json(d / "r.json")["tests"]}
+    t = tests["test_matches_oracle[torch-ref]"]
+    sec = {k.split(".", 1)[1]: float(v) for k, v in t["properties"].items() if k.startswith("ssd_seconds.")}
+    assert set(sec) >= {"inputs", "impl", "reference", "compare"}, sec
+    assert all(v > 0 for v in sec.values()) and sum(sec.values()) <= t["call_duration"] + 1e-3, (sec, t)
+
+
+def test_timing_phases_add_up_and_reset():
+    from properties import timing
+    timing.take()
+    with timing.phase("impl"):
+        time.sleep(0.01)
+    with timing.phase("impl"):
+        pass
+    got = timing.take()
+    assert set(got) == {"impl"} and got["impl"] >= 0.01 and timing.take() == {}
