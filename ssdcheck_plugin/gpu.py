@@ -12,12 +12,20 @@
   `compile_cubin` (the tileiras run on a cache miss) to add up their wall time. cuda.tile imports
   `_compile` lazily at the first launch, and importing it ourselves costs seconds, so `watch()`
   adds a post-import hook that wraps the two functions the moment the code under test imports it.
+* cuTile's disk cache has no lock: xdist workers that miss on the same kernel variant at once each
+  run tileiras for it (common early in a cold gate run, where 16 workers draw similar problems).
+  With `dedup_dir` set, `CompileTimer` also wraps `compile_cubin` in `once_per_input`: one process
+  compiles an input while the others wait on a file lock, then copy its cubin.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.abc
 import importlib.util
+import inspect
 import os
+import shutil
 import sys
 import threading
 import time
@@ -101,12 +109,13 @@ def apply_compile_cache(cache_dir: str | None, env=os.environ) -> None:
 class CompileTimer:
     """Adds up the wall time cuTile spends compiling (all compiles) and in tileiras (cache misses)."""
 
-    def __init__(self):
+    def __init__(self, dedup_dir: str | Path | None = None):
         self.compile_calls = 0
         self.compile_s = 0.0
         self.tileiras_calls = 0
         self.tileiras_s = 0.0
         self.installed = False
+        self.dedup_dir = dedup_dir      # see once_per_input; tileiras_* then count real runs only
         self._lock = threading.Lock()
         self._hook = None
 
@@ -133,7 +142,10 @@ class CompileTimer:
         for name, attr in (("compile_tile", "compile"), ("compile_cubin", "tileiras")):
             fn = getattr(mod, name, None)
             if fn is not None and not getattr(fn, "_ssdcheck_timed", False):
-                setattr(mod, name, self._timed(fn, attr))
+                wrapped = self._timed(fn, attr)
+                if name == "compile_cubin" and self.dedup_dir is not None:
+                    wrapped = once_per_input(wrapped, self.dedup_dir)
+                setattr(mod, name, wrapped)
         self.installed = True
 
     def _timed(self, fn, attr: str):
@@ -162,6 +174,48 @@ class CompileTimer:
         return {"measured": bool(a.get("measured") or b.get("measured")),
                 **{k: round(a.get(k, 0) + b.get(k, 0), 3) for k in
                    ("compile_calls", "compile_s", "tileiras_calls", "tileiras_s")}}
+
+
+def once_per_input(compile_cubin, directory: str | Path):
+    """Wrap cuTile's `compile_cubin(fname_bytecode, compiler_options, sm_arch, ...)` so that processes
+    sharing `directory` run tileiras once per identical input (bytecode, options, arch, preview
+    features, linker inputs, toolchain): the first takes a file lock and compiles, the others wait on
+    it and copy the cubin it left. Anything unexpected falls back to compiling as usual."""
+    directory = Path(directory)
+    real = inspect.unwrap(compile_cubin)
+
+    def once(fname_bytecode, compiler_options, sm_arch, *args, **kwargs):
+        try:
+            named = inspect.signature(real).bind(fname_bytecode, compiler_options, sm_arch, *args, **kwargs).arguments
+            h = hashlib.sha256(Path(fname_bytecode).read_bytes())
+            tool = shutil.which("tileiras") or ""
+            h.update(repr((repr(compiler_options), sm_arch, tuple(named.get("preview_features", ())),
+                           tuple(map(str, named.get("linker_inputs", ()))), tool,
+                           os.stat(tool).st_mtime_ns if tool else 0)).encode())
+            key = h.hexdigest()
+            directory.mkdir(parents=True, exist_ok=True)
+            lock = open(directory / f"{key}.lock", "w")
+        except Exception:  # noqa: BLE001 (best effort: an odd call compiles as if unwrapped)
+            return compile_cubin(fname_bytecode, compiler_options, sm_arch, *args, **kwargs)
+        done = directory / f"{key}.cubin"
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+            except OSError:                           # a file system without locks: compile alone
+                return compile_cubin(fname_bytecode, compiler_options, sm_arch, *args, **kwargs)
+            if done.exists():
+                out = Path(fname_bytecode).with_suffix(".cubin")
+                shutil.copyfile(done, out)
+                return out
+            out = compile_cubin(fname_bytecode, compiler_options, sm_arch, *args, **kwargs)
+            tmp = directory / f"{key}.{os.getpid()}.tmp"
+            shutil.copyfile(out, tmp)
+            os.replace(tmp, done)
+            return out
+
+    once._ssdcheck_timed = True
+    once.__wrapped__ = compile_cubin
+    return once
 
 
 class _PostImportHook(importlib.abc.MetaPathFinder):

@@ -174,6 +174,8 @@ class SSDState:
         self.device = gpu.pin_xdist_worker()
         self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), config.rootpath)
         gpu.apply_compile_cache(self.compile_cache)
+        if self.compile_cache is not None and os.environ.get("SSDCHECK_COMPILE_DEDUP", "1") != "0":
+            self.timer.dedup_dir = Path(self.compile_cache) / "ssdcheck-tileiras-once"
         self.timer.watch()
         from properties.report import add_sink
         add_sink(self.sink)

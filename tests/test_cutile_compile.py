@@ -106,6 +106,41 @@ def test_compile_cache_is_shared_by_checkouts_at_other_paths(tmp_path):
     assert entries == 1, f"{entries} cache entries for one kernel compiled from two checkouts"
 
 
+@pytest.mark.compile
+def test_concurrent_workers_run_tileiras_once_per_input(tmp_path):
+    """ssdcheck_plugin.gpu.once_per_input: two processes compiling the same kernel variant at the same
+    moment (xdist workers missing the shared cache together) run tileiras once between them and get
+    the same cubin; cuTile's own cache is off here so only the lock can save the second run."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    probe = ("import json, sys\n"
+             "from ssdcheck_plugin import gpu\n"
+             "t = gpu.CompileTimer(dedup_dir=sys.argv[1]); t.watch()\n"
+             "from kernels.cutile import compile_matrix as cm\n"
+             "u = [x for x in cm.enumerate_matrix() if x.kernel == 'chunk_state'][0]\n"
+             "r = cm.compile_unit(u, 'sm_90', out_dir=sys.argv[2]); assert r[1], r\n"
+             "print(json.dumps({'tileiras': t.tileiras_calls}))\n")
+    env = {**os.environ, "PYTHONPATH": str(root), "CUDA_TILE_CACHE_DIR": "off"}
+    outs = [tmp_path / f"out{i}" for i in range(2)]
+    procs = []
+    for out in outs:
+        out.mkdir()
+        procs.append(subprocess.Popen([sys.executable, "-c", probe, str(tmp_path / "once"), str(out)], cwd=root,
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    runs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr
+        runs.append(json.loads(stdout.strip().splitlines()[-1])["tileiras"])
+    assert sorted(runs) == [0, 1], runs
+    cubins = [next(out.glob("*.cubin")).read_bytes() for out in outs]
+    assert cubins[0] == cubins[1] and cubins[0]
+
+
 def test_kernel_source_name_is_the_import_name_so_two_checkouts_never_share_it(tmp_path):
     """Two copies imported under different package names (two revisions raced in one process) keep
     their own source entries: cuTile parses each kernel from the entry its debug name points at."""
