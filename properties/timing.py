@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 import torch
 
-PHASES = ("inputs", "impl", "reference", "compare")
 _seconds: dict[str, float] = {}
 
 
