@@ -38,6 +38,7 @@ OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "
                    "final_states": "return_final_states", "seq_idx": "seq_idx",
                    "varlen_states": "return_varlen_states", "ngroups": "B", "dt_input_dtype": "dt"}
 ALL_DTYPES = ("float32", "float16", "bfloat16")
+MATMULS = ("ieee", "tf32", "tf32-trunc")   # what fp32 matmul operands become; the yardstick models each
 STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_passing", "chunk_scan")
 
 
@@ -66,7 +67,7 @@ class KernelInfo:
     stages: dict[str, Callable] | None = None
     device: str = "cuda"                     # "cuda", "cpu" or "any"
     state_dtype: str = "fp32"                # chunk states stored in fp32 or the input dtype
-    matmul: str = "ieee"                     # "ieee" or "tf32" for fp32 operands
+    matmul: str = "ieee"                     # fp32 operands: one of MATMULS (tf32 rounds, tf32-trunc cuts)
     bitwise_batch_invariant: bool = False
     deterministic: bool = True
     xfails: tuple[XFail, ...] = ()
@@ -88,8 +89,8 @@ class KernelInfo:
             raise ValueError(f"KernelInfo({self.name!r}).device: expected cuda, cpu or any, got {self.device!r}")
         if self.state_dtype not in ("fp32", "input"):
             raise ValueError(f"KernelInfo({self.name!r}).state_dtype: expected fp32 or input")
-        if self.matmul not in ("ieee", "tf32"):
-            raise ValueError(f"KernelInfo({self.name!r}).matmul: expected ieee or tf32")
+        if self.matmul not in MATMULS:
+            raise ValueError(f"KernelInfo({self.name!r}).matmul: expected one of {MATMULS}, got {self.matmul!r}")
 
     def supports(self, option: str) -> bool:
         return option in self.options

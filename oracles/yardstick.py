@@ -3,8 +3,10 @@
 Like FlashAttention's attention_ref(upcast=False), it measures what the dtype itself can reach, so a
 kernel is held to  err_impl <= k * err_yardstick + floor.  Precision model (mamba_ssm / TileGym):
   - dt, dt*A, its per-chunk cumsum and every decay are fp32;
-  - every matmul operand is rounded to x.dtype (and to TF32 with matmul="tf32"), products are
-    accumulated in fp32, one k at a time (see `_mm`);
+  - every matmul operand is rounded to x.dtype (and to TF32 with matmul="tf32": round to nearest, as
+    cuBLAS and cuTile's astype(tfloat32) do; or cut to TF32 with matmul="tf32-trunc": Triton's tl.dot
+    feeds fp32 bits to the tensor core, which ignores the low 13), products are accumulated in fp32,
+    one k at a time (see `_mm`);
   - chunk states are fp32; with state_dtype="input" the states entering each chunk are rounded to
     x.dtype before the scan stage (mamba_ssm's _state_passing_fwd(out_dtype=C.dtype), TileGym);
   - out is returned in x.dtype, final_states in fp32, varlen_states in the state dtype.
@@ -32,10 +34,22 @@ def _round_tf32(t):
     return torch.where(torch.isfinite(t), rounded.view(_F32), t)
 
 
+def _truncate_tf32(t):
+    """fp32 tensor -> its low 13 mantissa bits cleared (toward zero), still fp32: what an sm_80/sm_90
+    TF32 tensor core makes of an fp32 register that was not rounded first."""
+    bits = t.contiguous().view(torch.int32)
+    return torch.where(torch.isfinite(t), torch.bitwise_and(bits, -8192).view(_F32), t)
+
+
+_TF32 = {"ieee": None, "tf32": _round_tf32, "tf32-trunc": _truncate_tf32}
+MATMULS = tuple(_TF32)
+
+
 def _operand(t, dtype, tf32):
-    """Round a matmul operand to `dtype` (and TF32), returned as fp32 holding those exact values."""
+    """Round a matmul operand to `dtype`, then with `tf32` (one of _TF32's functions, or None) to TF32;
+    returned as fp32 holding those exact values."""
     t = t.to(dtype).to(_F32)
-    return _round_tf32(t) if tf32 else t
+    return tf32(t) if tf32 else t
 
 
 def _mm(a, b, acc=None):
@@ -167,7 +181,7 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
                   return_final_states=False, return_varlen_states=False, *, state_dtype="fp32",
                   matmul="ieee"):
     """Chunked SSD in x.dtype working precision, mamba_chunk_scan_combined's signature plus
-    state_dtype ("fp32" | "input") and matmul ("ieee" | "tf32").
+    state_dtype ("fp32" | "input") and matmul ("ieee" | "tf32" | "tf32-trunc").
 
     x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n), D (h) or (h,p), z (b,l,h,p), dt_bias (h),
     initial_states (b,h,p,n), seq_idx (b,l), cu_seqlens (num_seqs+1).
@@ -179,9 +193,9 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
                    return_varlen_states=return_varlen_states)
     if state_dtype not in ("fp32", "input"):
         raise ValueError(f"state_dtype: expected 'fp32' or 'input', got {state_dtype!r}")
-    if matmul not in ("ieee", "tf32"):
-        raise ValueError(f"matmul: expected 'ieee' or 'tf32', got {matmul!r}")
-    dtype, tf32 = x.dtype, matmul == "tf32"
+    if matmul not in _TF32:
+        raise ValueError(f"matmul: expected one of {MATMULS}, got {matmul!r}")
+    dtype, tf32 = x.dtype, _TF32[matmul]
     sdtype = _F32 if state_dtype == "fp32" else dtype
     b, l, h, p = x.shape
     n = B.shape[-1]

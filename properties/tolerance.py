@@ -80,11 +80,16 @@ class Comparison:
     err_yardstick: float | None = None
     nonfinite: int = 0
     why: list = field(default_factory=list)
+    normwise_limit: float | None = None  # the normwise bound applied; None: the policy's tol.normwise
+
+    @property
+    def normwise_allowed(self) -> float:
+        return self.tol.normwise if self.normwise_limit is None else self.normwise_limit
 
     @property
     def share(self) -> float:
         """Fraction of the binding limit used (1.0 = at the limit); the fuzzer's target()."""
-        shares = [self.normwise / self.tol.normwise if self.tol.normwise else 0.0]
+        shares = [self.normwise / self.normwise_allowed if self.normwise_allowed else 0.0]
         if self.budget:
             shares.append(self.max_abs / self.budget)
         return math.inf if self.nonfinite else max(shares)
@@ -97,7 +102,9 @@ class Comparison:
         if self.budget is not None:
             lines[-1] += (f" (budget {self.budget:.4g} = {load_policy().k:g} x {self.err_yardstick:.4g}"
                           f" + floor; {100 * self.max_abs / self.budget:.3g}% used)")
-        lines.append(f"  Normwise relative difference: {self.normwise:.4g} (up to {self.tol.normwise:g} allowed)")
+        lines.append(f"  Normwise relative difference: {self.normwise:.4g} (up to {self.normwise_allowed:.3g} allowed"
+                     + (f": {load_policy().k:g} x the yardstick's normwise error, above the policy's "
+                        f"{self.tol.normwise:g}" if self.normwise_allowed > self.tol.normwise else "") + ")")
         if self.nonfinite:
             lines.append(f"  Non-finite elements: {self.nonfinite}")
         return "\n".join(lines)
@@ -137,6 +144,18 @@ def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype
     rms = enorm / math.sqrt(e.numel())
     allowed = tol.atol * rms + tol.rtol * e.abs()
     bad = ~(diff <= allowed)
+    budget = err_y = None
+    limit = tol.normwise
+    if yardstick is not None and not bitwise:
+        dy = yardstick.detach().to(dev, torch.float64) - e
+        err_y = float(dy.abs().max())
+        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype], decay_span)
+        # The fixed normwise bound assumes a well-conditioned problem. When the same-precision
+        # computation itself misses by more (a TF32 dot product C.B that cancels, amplifying 2^-11 to
+        # 1e-2 at seqlen 1), demanding less than k times its error would flag a correct kernel.
+        y_normwise = float(dy.norm()) / enorm if enorm > 0 else math.inf
+        if math.isfinite(y_normwise):
+            limit = max(limit, load_policy().k * y_normwise)
     why = []
     if bitwise:
         bad = ~((a == e) | (torch.isnan(a) & torch.isnan(e)))
@@ -145,16 +164,13 @@ def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype
     else:
         if nonfinite > 0:
             why.append(f"{nonfinite} non-finite where the reference is finite")
-        if not normwise <= tol.normwise:
-            why.append(f"normwise {normwise:.3g} > {tol.normwise:g}")
+        if not normwise <= limit:
+            why.append(f"normwise {normwise:.3g} > {limit:.3g}")
         if bad.any():
             why.append(f"{int(bad.sum())} elements over atol*rms + rtol*|ref|")
-    budget = err_y = None
-    if yardstick is not None and not bitwise:
-        err_y = float((yardstick.detach().to(dev, torch.float64) - e).abs().max())
-        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype], decay_span)
-        if not max_abs <= budget:
+        if budget is not None and not max_abs <= budget:
             why.append(f"max abs {max_abs:.3g} over budget {budget:.3g}")
     return Comparison(output, not why, max_abs, where, normwise, int(bad.sum()), e.numel(), tol,
-                      budget=budget, err_yardstick=err_y, nonfinite=max(nonfinite, 0), why=why)
+                      budget=budget, err_yardstick=err_y, nonfinite=max(nonfinite, 0), why=why,
+                      normwise_limit=limit)
 

@@ -18,7 +18,7 @@ from oracles import (
     ssd_yardstick,
     state_passing_f64,
 )
-from oracles.yardstick import _round_tf32
+from oracles.yardstick import _round_tf32, _truncate_tf32
 
 F64_AGREEMENT = 1e-12  # normwise relative; measured ~3e-16
 CS = 16
@@ -224,6 +224,7 @@ YARDSTICK = dict(init=True, seq_starts=(5, 2 * CS), D="h", z=True, dt_bias=True,
 YARDSTICK_LIMITS = {
     (torch.float32, "fp32", "ieee"): 1e-5,
     (torch.float32, "input", "tf32"): 3e-3,
+    (torch.float32, "input", "tf32-trunc"): 3e-3,
     (torch.float16, "fp32", "ieee"): 5e-3,
     (torch.float16, "input", "ieee"): 5e-3,
     (torch.bfloat16, "fp32", "ieee"): 3e-2,
@@ -284,7 +285,7 @@ def _bits(t):
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.float16), ids=str)
 def test_yardstick_bitwise_deterministic(dtype):
     args, kw = _in_dtype(*_problem(9, **CASES["varlen"]), dtype)
-    for matmul in ("ieee", "tf32"):
+    for matmul in ("ieee", "tf32", "tf32-trunc"):
         first = ssd_yardstick(*args, **kw, state_dtype="input", matmul=matmul)
         again = ssd_yardstick(*args, **kw, state_dtype="input", matmul=matmul)
         for a, b in zip(first, again):
@@ -317,3 +318,15 @@ def test_oracles_on_cuda():
         cargs, ckw = _in_dtype(dev, dkw, dtype)
         first = ssd_yardstick(*cargs, **ckw, state_dtype="input")
         assert torch.equal(_bits(first[0]), _bits(ssd_yardstick(*cargs, **ckw, state_dtype="input")[0]))
+
+
+def test_truncate_tf32():
+    ulp = 2.0 ** -10
+    vals = torch.tensor([1 + ulp / 2, 1 + 1.9 * ulp, -(1 + 1.9 * ulp), 1 + ulp, 3.0, math.inf, -0.0])
+    want = torch.tensor([1.0, 1 + ulp, -(1 + ulp), 1 + ulp, 3.0, math.inf, -0.0])
+    assert torch.equal(_bits(_truncate_tf32(vals)), _bits(want))
+    r = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    t = _truncate_tf32(r)
+    assert torch.equal(_bits(t) & 0x1FFF, torch.zeros_like(_bits(t)))
+    assert (t.abs() <= r.abs()).all() and (t.abs() < r.abs()).any()   # toward zero, never away
+    assert torch.isnan(_truncate_tf32(torch.tensor([math.nan]))).all()

@@ -23,7 +23,10 @@ Capabilities, from the 2.3.2.post1 sources (mamba_ssm/ops/triton/...):
 * states: chunk states fp32 (`states_in_fp32=True`, ssd_combined.py l.375); the states entering each
   chunk are written in C.dtype (`out_dtype=C.dtype`, l.381) -> state_dtype="input"; final states
   fp32 (ssd_state_passing.py l.208); varlen states in that chunk-state dtype (ssd_chunk_state.py l.1029).
-* matmul: `tl.dot` with fp32 operands runs TF32 (Triton's default input_precision) -> "tf32".
+* matmul: `tl.dot` with fp32 operands runs TF32 (Triton's default input_precision), and Triton hands
+  the fp32 bits to the tensor core unrounded, which ignores the low 13 mantissa bits -> "tf32-trunc"
+  (triton-lang/triton#4574; on the H200 the truncating yardstick reproduces mamba_ssm's fp32 error to
+  4 digits, the rounding one is 4.5x off: reports/2026-11-30-peers-suite.md, finding 1).
 * deterministic: the forward kernels use no atomics (those in ssd_chunk_state.py / ssd_chunk_scan.py
   are all in backward kernels); the autotuned config is cached per key (chunk_size, hdim, dstate).
   Not declared bitwise batch-invariant (nothing in mamba_ssm promises it).
@@ -198,11 +201,11 @@ INFO = KernelInfo(
     stages=dict(STAGES),
     device="cuda",
     state_dtype="input",
-    matmul="tf32",
+    matmul="tf32-trunc",
     bitwise_batch_invariant=False,
     deterministic=True,
     notes=("mamba_ssm 2.3.2.post1 Triton mamba_chunk_scan_combined, loaded without its package __init__; "
-           "chunk states fp32, states entering chunks in C.dtype, final states fp32; TF32 tl.dot for fp32"),
+           "chunk states fp32, states entering chunks in C.dtype, final states fp32; truncating TF32 tl.dot for fp32"),
 )
 
 __all__ = ["INFO", "STAGES", "mamba_ssm_forward", "load_ssd_combined", "find_package_dir", "register_stub_package",
