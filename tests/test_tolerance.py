@@ -94,3 +94,19 @@ def test_the_normwise_bound_never_drops_below_the_policy():
     assert c.passed and c.normwise_allowed == c.tol.normwise
     bare = compare("y", yard["y"], ref["y"], dtype="float32")
     assert bare.normwise_allowed == bare.tol.normwise
+
+
+def test_stage_y_of_a_correct_tf32_kernel_passes_and_sets_no_budget():
+    """prop_stages_match_oracle on the H200's failing problem, with a chunk_scan stage that returns what a
+    truncating-TF32 kernel returns there (the yardstick's y: the measured mamba_ssm error to 4 digits)."""
+    from kernels.registry import lookup
+    from properties.invariants import prop_stages_match_oracle
+
+    problem = SSDProblem(**SEQLEN1, headdim=128, dstate=128, ngroups=1, seed=251640)
+    _, yard = _run(problem, "tf32-trunc")
+    info = lookup("torch-ref").replace(matmul="tf32-trunc", stages={"chunk_scan": lambda *a, **k: yard["y"]})
+    (c,) = prop_stages_match_oracle(info, problem).comparisons
+    assert c.output == "y" and c.passed and c.budget is None, c.summary()
+    assert c.normwise > c.tol.normwise
+    wrong = info.replace(stages={"chunk_scan": lambda *a, **k: 1.1 * yard["y"]})
+    assert not prop_stages_match_oracle(wrong, problem).passed
