@@ -32,11 +32,26 @@ class FuzzTimeUp(KeyboardInterrupt):
     """The fuzz time share of the current test is used up (never a failure)."""
 
 
+def _count_start(counter: Path) -> int:
+    """Add one to the integer in `counter` under a file lock; the value before (tests started so far by
+    every worker of the session)."""
+    import fcntl
+    with open(counter, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)            # released when the file closes
+        f.seek(0)
+        before = int(f.read().strip() or 0)
+        f.seek(0)
+        f.truncate()
+        f.write(str(before + 1))
+        return before
+
+
 class TimeBudget:
-    def __init__(self, deadline: float, items_total: int = 0, workers: int = 1):
+    def __init__(self, deadline: float, items_total: int = 0, workers: int = 1, counter: Path | None = None):
         self.deadline = deadline          # time.time() epoch seconds
         self.items_total = items_total
         self.workers = max(1, workers)
+        self.counter = counter            # shared by xdist workers: tests started in the whole session
         self.started = 0
         self.item_deadline = math.inf
         self.failure_seen = False
@@ -45,14 +60,23 @@ class TimeBudget:
         self.cut = 0                       # tests stopped by the budget
 
     def start_item(self, now: float | None = None) -> float:
-        """Deadline of the test starting now: an equal share of what is left."""
+        """Deadline of the test starting now: the time left over the waves of tests still to run.
+
+        With the session's shared counter, the tests not yet started (this one included) run in
+        ceil(left / workers) waves. Without it each worker assumes its equal part of the tests, which
+        xdist's load balancing breaks: a worker that drew a third test gave it all the time left while
+        two tests still queued, and they never started (the H200 peers run, 2026-11-30)."""
         now = time.time() if now is None else now
-        mine = math.ceil(self.items_total / self.workers) if self.items_total else 1
-        left_items = max(1, mine - self.started)
+        if self.counter is not None:
+            left = max(1, self.items_total - _count_start(self.counter))
+            waves = math.ceil(left / self.workers)
+        else:
+            mine = math.ceil(self.items_total / self.workers) if self.items_total else 1
+            waves = max(1, mine - self.started)
         self.started += 1
         self.failure_seen = False
         self.calls = 0
-        self.item_deadline = now + max(0.0, self.deadline - now) / left_items
+        self.item_deadline = now + max(0.0, self.deadline - now) / waves
         return self.item_deadline
 
     def expired(self, now: float | None = None) -> bool:

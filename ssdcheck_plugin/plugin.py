@@ -216,7 +216,11 @@ class SSDState:
             until = self.t0 + seconds
         if until is not None:
             workers = int(config.workerinput.get("workercount", 1)) if self.worker_id else 1
-            self.budget = TimeBudget(until, workers=workers)
+            counter = None
+            if self.worker_id and config.workerinput.get("testrunuid"):
+                import tempfile   # one file per run, shared by its workers: the tests started so far
+                counter = Path(tempfile.gettempdir()) / f"ssdcheck-started-{config.workerinput['testrunuid']}"
+            self.budget = TimeBudget(until, workers=workers, counter=counter)
             fuzz_activate(self.budget)
         path = config.getoption("ssd_progress")
         if path and not _xdist_active(config):

@@ -280,6 +280,18 @@ def test_time_budget_slices_and_never_cuts_a_failure():
     assert not b.expired(now=200.0)
 
 
+def test_time_budget_counts_the_whole_sessions_tests_under_xdist(tmp_path):
+    """30 tests on 16 workers sharing one counter: the first 14 get half the time (two waves), the
+    15th and 16th all of it, and the 14 queued behind them start at half time with all that is left.
+    Per-worker counting gave a worker's third test everything while two tests still queued."""
+    counter = tmp_path / "started"
+    workers = [TimeBudget(deadline=100.0, items_total=30, workers=16, counter=counter) for _ in range(16)]
+    first = [b.start_item(now=0.0) for b in workers]
+    assert first[:14] == [pytest.approx(50.0)] * 14 and first[14:] == [pytest.approx(100.0)] * 2
+    second = [b.start_item(now=50.0) for b in workers[:14]]
+    assert second == [pytest.approx(100.0)] * 14 and counter.read_text() == "30"
+
+
 def test_only_hypothesis_tests_share_the_budget():
     # gate runs mix property tests with quick regression tests: counting those would shrink each
     # property's share (18 items on 13 workers gave every property half the session, then idled)
