@@ -7,8 +7,8 @@ fp16 and fp32, ngroups > 1. One device call.
     python scripts/cutile_heads_check.py --out $OUT/heads [--hb 2 4 8] [--jobs 12]
     python scripts/cutile_heads_check.py --list        # the cases (any machine)
 
-Each (case, HB) runs the chunk_scan stage entry point twice on an SSDProblem's inputs (the suite's
-generator and chunk_cumsum oracle), with the dispatch table (chunk_scan_kernel) and with launcher._OVERRIDE = a Config with HB (chunk_scan_heads_kernel), the
+Each (case, HB) runs the chunk_scan stage entry point on seeded inputs twice, with the dispatch table
+(chunk_scan_kernel) and with launcher._OVERRIDE = a Config with HB (chunk_scan_heads_kernel), the
 allocator poisoned with NaN before each, and compares them normwise. The two compute the same
 products in the same dtypes, so they differ by accumulation order at most: a difference above
 TOL[dtype] (or a non-finite value) is a FAIL. Every case's heads_per_group is a multiple of 8, so the
@@ -30,56 +30,59 @@ sys.path.insert(0, REPO)
 
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 
-
-def cases():
-    """(name, SSDProblem): every heads_per_group a multiple of 8, so each HB runs the head-block kernel."""
-    from properties.problem import SSDProblem
-
-    def P(**kw):
-        return SSDProblem(**{"decay": 1.0, "seed": 7, **kw})
-    return [
-        ("seq-z-D2-partial", P(batch=2, seqlen=300, nheads=8, headdim=64, dstate=64, chunk_size=64,
-                               dtype="bfloat16", D="hp", z=True, seq_starts=(97, 200))),
-        ("n256-g2-cs128", P(batch=1, seqlen=333, nheads=16, headdim=64, dstate=256, ngroups=2, chunk_size=128,
-                            dtype="float16", D="h", z=True)),
-        ("p128-n32-cs256-seq", P(batch=2, seqlen=700, nheads=8, headdim=128, dstate=32, chunk_size=256,
-                                 dtype="float32", D="h", seq_starts=(255, 256, 600))),
-        ("p32-n16-cs128", P(batch=1, seqlen=200, nheads=8, headdim=32, dstate=16, chunk_size=128,
-                            dtype="bfloat16", z=True)),
-        ("seqlen1", P(batch=2, seqlen=1, nheads=8, headdim=64, dstate=128, chunk_size=64, dtype="bfloat16", D="h")),
-        ("p256-g4-cs256-all", P(batch=1, seqlen=520, nheads=32, headdim=256, dstate=128, ngroups=4, chunk_size=256,
-                                dtype="float16", D="hp", z=True, seq_starts=(64, 300))),
-        ("plain", P(batch=2, seqlen=256, nheads=8, headdim=64, dstate=64, chunk_size=64,
-                    dtype="float32")),                     # fp32 at BN 128: a 6-min HB 8 compile
-        ("h32-cs128-seq", P(batch=2, seqlen=2048, nheads=32, headdim=64, dstate=128, chunk_size=128,
-                            dtype="bfloat16", D="h", seq_starts=(127, 128, 1500))),
-    ]
+# name, dtype, b, l, h, p, n, g, chunk, options (D: per head, D2: per head and channel, z, seq)
+CASES = [
+    ("seq-z-D2-partial", "bfloat16", 2, 300, 8, 64, 64, 1, 64, {"D2": 1, "z": 1, "seq": 1}),
+    ("n256-g2-cs128", "float16", 1, 333, 16, 64, 256, 2, 128, {"D": 1, "z": 1}),
+    ("p128-n32-cs256-seq", "float32", 2, 700, 8, 128, 32, 1, 256, {"D": 1, "seq": 1}),
+    ("p32-n16-cs128", "bfloat16", 1, 200, 8, 32, 16, 1, 128, {"z": 1}),
+    ("seqlen1", "bfloat16", 2, 1, 8, 64, 128, 1, 64, {"D": 1}),
+    ("p256-g4-cs256-all", "float16", 1, 520, 32, 256, 128, 4, 256, {"D2": 1, "z": 1, "seq": 1}),
+    ("plain", "float32", 2, 256, 8, 64, 64, 1, 64, {}),   # fp32 at BN 128: a 6-min HB 8 compile
+    ("h32-cs128-seq", "bfloat16", 2, 2048, 32, 64, 128, 1, 128, {"D": 1, "seq": 1}),
+]
 
 
-def heads_config(hb: int, problem):
-    """The sweep's first head-block candidate for this HB at the problem's dstate tile."""
-    from bench.sweep_cutile import scan_candidates
-    bn = 128 if problem.dstate >= 128 else 64
-    return next(cfg for _, cfg in scan_candidates(problem.chunk_size, problem.dstate,
-                                                  problem.nheads // problem.ngroups)
-                if dict(cfg.constants).get("HB") == hb and cfg.get("BN") == bn)
+def heads_config(hb: int, dstate: int):
+    """The sweep's head-block candidate for this HB (its first occupancy) and dstate."""
+    from bench.sweep_cutile import HEAD_BLOCKS
+    from kernels.cutile.dispatch import Config
+    bn = 128 if dstate >= 128 else 64
+    return Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HB", hb)), HEAD_BLOCKS[hb][0])
 
 
-def make_inputs(problem, dev: str = "cuda"):
-    """chunk_scan's stage inputs on `dev` as prop_stages_match_oracle builds them: the suite's problem
-    generator and float64 chunk_cumsum, plus random incoming states -> (B, C, x, dt_out, dA_cumsum,
-    states_in), kwargs."""
+def make_inputs(case, seed: int = 7, dev: str = "cuda"):
+    """chunk_scan's stage inputs on `dev`: (B, C, x, dt_out, dA_cumsum, states_in), kwargs."""
     import torch
+    name, dtype, b, l, h, p, n, g, chunk, opt = case
+    dt_ = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(seed)
+    c = -(-l // chunk)
 
-    from oracles import chunk_cumsum_f64
-    kw = problem.inputs(dev)
-    dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
-    cs, dt_out = chunk_cumsum_f64(kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
-    gen = torch.Generator().manual_seed(problem.seed + 1)
-    shape = (problem.batch, cs.shape[2], problem.nheads, problem.headdim, problem.dstate)
-    states = (0.5 * torch.randn(*shape, generator=gen)).to(kw["x"].dtype).to(dev)
-    args = [kw["B"], kw["C"], kw["x"], dt_out.float(), cs.float(), states]
-    return args, {k: kw[k] for k in ("D", "z", "seq_idx") if k in kw}
+    def rn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    x, z = rn(b, l, h, p).to(dt_), rn(b, l, h, p).to(dt_)
+    B, C = rn(b, l, g, n).to(dt_), rn(b, l, g, n).to(dt_)
+    dt = torch.rand(b, l, h, generator=gen) * 0.1 + 0.002
+    A = -(torch.rand(h, generator=gen) * 3.5 + 0.5)
+    pad = torch.zeros(b, c * chunk, h)
+    pad[:, :l] = dt
+    dt_out = pad.reshape(b, c, chunk, h).permute(0, 3, 1, 2).contiguous()       # (b, h, c, L), 0 past l
+    dA = (dt_out * A[None, :, None, None]).cumsum(-1)                            # repeats past l
+    states = (rn(b, c, h, p, n) * 0.5).to(dt_)
+    kw = {}
+    if opt.get("D"):
+        kw["D"] = rn(h)
+    if opt.get("D2"):
+        kw["D"] = rn(h, p)
+    if opt.get("z"):
+        kw["z"] = z
+    if opt.get("seq"):
+        cuts = torch.randint(1, max(2, l), (b, 3), generator=gen)
+        kw["seq_idx"] = (torch.arange(l)[None, None, :] >= cuts[:, :, None]).sum(1).to(torch.int32)
+    args = [t.to(dev) for t in (B, C, x, dt_out, dA, states)]
+    return args, {k: v.to(dev) for k, v in kw.items()}
 
 
 def check(case, hb: int) -> dict:
@@ -88,12 +91,12 @@ def check(case, hb: int) -> dict:
 
     from bench.race import poison_allocator, rel_err
     from kernels.cutile import chunk_scan, dispatch, launcher
-    name, problem = case
-    cfg = heads_config(hb, problem)
-    row = dict(case=name, problem=repr(problem), hb=hb, config=str(cfg),
-               kernel=dispatch.scan_kernel(cfg, problem.nheads // problem.ngroups)[0])
+    name, dtype, b, l, h, p, n, g, chunk, _ = case
+    cfg = heads_config(hb, n)
+    row = dict(case=name, dtype=dtype, shape=f"b{b} l{l} h{h} p{p} n{n} g{g} cs{chunk}", hb=hb, config=str(cfg),
+               kernel=dispatch.scan_kernel(cfg, h // g)[0])
     try:
-        args, kw = make_inputs(problem)
+        args, kw = make_inputs(case)
         launcher._OVERRIDE.clear()
         poison_allocator(1 << 28)
         ref = chunk_scan(*args, **kw)
@@ -106,7 +109,7 @@ def check(case, hb: int) -> dict:
         row["first_call_s"] = round(time.time() - t0, 1)
         row["err"] = rel_err(got, ref)
         row["bitwise"] = bool(torch.equal(got, ref))
-        ok = row["kernel"] == "chunk_scan_heads_kernel" and row["err"] <= TOL[problem.dtype]
+        ok = row["kernel"] == "chunk_scan_heads_kernel" and row["err"] <= TOL[dtype]
         row["status"] = "ok" if ok else "FAIL"
     except Exception as e:  # noqa: BLE001 - reported per row
         row.update(status="FAIL", error=f"{type(e).__name__}: {str(e)[:500]}")
@@ -122,10 +125,11 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=min(12, os.cpu_count() or 1))
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
-    todo = [(case, hb) for hb in args.hb for case in cases()]
+    todo = [(case, hb) for hb in args.hb for case in CASES]
     if args.list:
-        for (name, problem), hb in todo:
-            print(f"HB{hb} {name:22s} {heads_config(hb, problem)} {problem!r}")
+        for case, hb in todo:
+            print(f"HB{hb} {case[0]:22s} {case[1]:9s} b{case[2]} l{case[3]} h{case[4]} p{case[5]} n{case[6]} "
+                  f"g{case[7]} cs{case[8]} {sorted(case[9])} {heads_config(hb, case[6])}")
         print(f"{len(todo)} checks")
         return 0
     import torch
