@@ -5,8 +5,7 @@
 
 For each shape and chunk size it times the chunk_state and chunk_scan kernels alone, once with the
 dispatch table's choice and once per candidate configuration (tile sizes BL/BN, prefetch, latency
-hint, occupancy; for the scan also head blocks HB, kernels.py's untabled chunk_scan_heads_kernel), on
-the race's own inputs (bench.race.make_inputs). Every candidate's output is
+hint, occupancy), on the race's own inputs (bench.race.make_inputs). Every candidate's output is
 compared with the table's (normwise): a candidate that changes the answer by more than 1e-2 is
 reported as WRONG and never as a speed-up. Then the whole forward runs with the fastest correct
 state and scan candidates together, next to the table. Output: sweep.json and sweep.md in --out.
@@ -61,18 +60,8 @@ def state_candidates(chunk: int, dstate: int):
                    Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", 0), ("LAT", lat)), 4))
 
 
-# chunk_scan_heads_kernel candidates: HB -> occupancies. From the sm_90 bf16 cubins (BN 128): HB 2 fits
-# 255 registers at occupancy 2 (stack 808 B; the table's per-head kernel: 168 and 632-712); HB 4 at
-# occupancy 3 compiled the same as at 1 (217 KB shared memory), so 1 and 2; HB 8 spills 4-5.6 KB per
-# thread at every occupancy: one, to measure how much that costs.
-HEAD_BLOCKS = {2: (2, 3), 4: (1, 2), 8: (1,)}
-
-
-def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 0):
-    """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency; and
-    with heads_per_group, head blocks: HB heads of a group per block (chunk_scan_heads_kernel, which
-    the table never picks), for each HB in HEAD_BLOCKS that divides heads_per_group (otherwise the
-    launcher would run the per-head kernel under the HB label)."""
+def scan_candidates(chunk: int, dstate: int):
+    """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency."""
     from kernels.cutile.dispatch import Config
     for bl in (64, 128):
         if bl > chunk:
@@ -86,15 +75,6 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 0):
     bn = 128 if dstate >= 128 else 64
     for lat in (2, 4, 6, 8):
         yield (f"BL64-BN{bn}-LAT{lat}-occ3", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", 0)), 3))
-    for hb, occs in HEAD_BLOCKS.items():
-        if not heads_per_group or heads_per_group % hb:
-            continue
-        for bn in (64, 128):
-            if bn > max(dstate, 64):
-                continue
-            for occ in occs:
-                yield (f"BL64-BN{bn}-HB{hb}-occ{occ}",
-                       Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HB", hb)), occ))
 
 
 def plan(shapes=SHAPES):
@@ -104,8 +84,7 @@ def plan(shapes=SHAPES):
         for chunk in chunks:
             out.append((shape, chunk, "table", "table", None))
             out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
-            out += [(shape, chunk, "chunk_scan", lab, cfg)
-                    for lab, cfg in scan_candidates(chunk, shape.dstate, shape.nheads // shape.ngroups)]
+            out += [(shape, chunk, "chunk_scan", lab, cfg) for lab, cfg in scan_candidates(chunk, shape.dstate)]
     return out
 
 

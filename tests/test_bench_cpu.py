@@ -179,31 +179,21 @@ def test_merge_without_results_fails_clearly(tmp_path, capsys):
 
 def test_sweep_plan_only_holds_configs_the_kernels_accept():
     """Every sweep candidate has its kernel's constants in the dispatch table's order (the launcher
-    passes them positionally; a head-block scan candidate appends HB), tiles no wider than the chunk
-    (token tile) or the state (dstate tile), and one label per (shape, chunk, kernel). A head-block
-    candidate is one the launcher really runs with chunk_scan_heads_kernel (HB divides heads_per_group)."""
+    passes them positionally), tiles no wider than the chunk (token tile) or the state (dstate tile),
+    and one label per (shape, chunk, kernel)."""
     from bench import sweep_cutile as sw
     from kernels.cutile import dispatch
     items = sw.plan()
     assert items and {k for _, _, k, _, _ in items} == {"table", "chunk_state", "chunk_scan"}
-    seen, head_blocks = set(), 0
+    seen = set()
     for shape, chunk, kernel, label, cfg in items:
         assert (shape.id, chunk, kernel, label) not in seen
         seen.add((shape.id, chunk, kernel, label))
         if cfg is None:
             continue
         names = [n for n, _ in cfg.constants]
-        table_names = [n for n, _ in dispatch.TABLE[kernel][0].config.constants]
-        if "HB" in names:
-            head_blocks += 1
-            assert kernel == "chunk_scan" and names == table_names + ["HB"] and f"HB{cfg.get('HB')}" in label
-            assert dispatch.scan_kernel(cfg, shape.nheads // shape.ngroups) == ("chunk_scan_heads_kernel", cfg)
-        else:
-            assert names == table_names, (kernel, label)
+        assert names == [n for n, _ in dispatch.TABLE[kernel][0].config.constants], (kernel, label)
         assert chunk % cfg.get("BL") == 0 and cfg.get("BN") <= max(shape.dstate, 64), (shape.id, chunk, label)
-    assert head_blocks
-    # a shape whose heads_per_group no HB divides gets no head-block candidate
-    assert not [lab for lab, _ in sw.scan_candidates(64, 128, heads_per_group=3) if "HB" in lab]
 
 
 def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
