@@ -3,16 +3,12 @@
     python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix
     python -m kernels.cutile.compile_matrix --arch sm_120 --cover   # a covering set
     python -m kernels.cutile.compile_matrix --list
-    python -m kernels.cutile.compile_matrix --scan-heads            # the untabled head-block scan
 
 A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
 chunk_cumsum). A covering set holds each kernel's every constant value and occupancy at least once
 (dtypes rotate across its picks). Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
 layout the launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
-
---scan-heads compiles chunk_scan_heads_kernel (a chunk_scan Config with HB > 1, which no table row
-has) at HB x BN x every dtype instead: the bench sweep's candidates, never part of the CI matrix.
 """
 from __future__ import annotations
 
@@ -66,21 +62,10 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
     return chosen
 
 
-def scan_heads_units(hbs=(2, 4, 8), bns=(64, 128), occupancy: int | None = 3) -> list[Unit]:
-    """chunk_scan units of the untabled head-block kernel (HB heads of a group per block), every dtype."""
-    return [Unit("chunk_scan", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HB", hb)),
-                                      occupancy), dt)
-            for hb in hbs for bn in bns for dt in ELEMENT_DTYPES]
-
-
-def _kernel_fn(name: str, config: Config | None = None):
-    """The @ct.kernel a unit compiles, and the Config whose constants it takes (chunk_scan: by HB)."""
+def _kernel_fn(name: str):
     from kernels.cutile import kernels as K  # noqa: PLC0415
-    if name == "chunk_scan" and config is not None:
-        fn_name, config = dispatch.scan_kernel(config)
-        return getattr(K, fn_name), config
     return {"chunk_cumsum": K.chunk_cumsum_kernel, "chunk_state": K.chunk_state_kernel,
-            "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel}[name], config
+            "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel}[name]
 
 
 def signature(unit: Unit):
@@ -109,7 +94,7 @@ def signature(unit: Unit):
         "varlen_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5), arr(i32, 1), arr(el, 4),
                          si, si],
     }[unit.kernel]
-    params += [v for _, v in _kernel_fn(unit.kernel, unit.config)[1].constants]
+    params += [v for _, v in unit.config.constants]
     return KernelSignature(params, CallingConvention.cutile_python_v1())
 
 
@@ -117,7 +102,7 @@ def compile_unit(unit: Unit, arch: str, out_dir: str | None = None) -> tuple[str
     """Compile one unit for `arch`; -> (unit text, ok, seconds, error text)."""
     from cuda.tile.compilation import export_kernel  # noqa: PLC0415
     import io  # noqa: PLC0415
-    k, _ = _kernel_fn(unit.kernel, unit.config)
+    k = _kernel_fn(unit.kernel)
     if unit.config.occupancy is not None:
         k = k.replace_hints(occupancy=unit.config.occupancy)
     t0 = time.time()
@@ -151,12 +136,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", action="append", help="sm_90, sm_100, ... (repeatable)")
     ap.add_argument("--cover", action="store_true", help="compile a covering set instead of the full matrix")
-    ap.add_argument("--scan-heads", action="store_true",
-                    help="compile the untabled chunk_scan_heads_kernel (HB 2/4/8 x BN 64/128 x dtypes) instead")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    units = scan_heads_units() if args.scan_heads else covering_set() if args.cover else enumerate_matrix()
+    units = covering_set() if args.cover else enumerate_matrix()
     if args.list:
         for u in units:
             print(u)

@@ -113,18 +113,3 @@ def configs(kernel: str) -> tuple[Config, ...]:
         if rule.config not in seen:
             seen.append(rule.config)
     return tuple(seen)
-
-
-def scan_kernel(config: Config, heads_per_group: int | None = None) -> tuple[str, Config]:
-    """Which chunk_scan kernel a Config launches, and with which constants: (kernels.py name, Config).
-
-    No table row has HB, so the table's choices always give ("chunk_scan_kernel", the same Config).
-    A Config with HB > 1 (a sweep candidate, an experiment's override) selects chunk_scan_heads_kernel,
-    one block per HB heads of a group, when HB divides heads_per_group (None: the caller does not
-    know it, as compile_matrix); otherwise, and for HB = 1, chunk_scan_kernel with HB dropped."""
-    hb = dict(config.constants).get("HB")
-    if hb is None:
-        return "chunk_scan_kernel", config
-    if hb > 1 and (heads_per_group is None or heads_per_group % hb == 0):
-        return "chunk_scan_heads_kernel", config
-    return "chunk_scan_kernel", Config(tuple(kv for kv in config.constants if kv[0] != "HB"), config.occupancy)

@@ -182,12 +182,8 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
     cfg = _config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h))
-    # the table's rows give chunk_scan_kernel and cfg unchanged; a Config with HB > 1 dividing h // g
-    # (sweep candidates, overrides) gives chunk_scan_heads_kernel, one block per HB heads of a group
-    kname, cfg = dispatch.scan_kernel(cfg, h // g)
-    heads = h // cfg.get("HB") if kname == "chunk_scan_heads_kernel" else h
     bl = cfg.get("BL")
-    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * heads
+    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
     if cfg.get("PERSIST"):
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         tiles = min(tiles, sms * (cfg.occupancy or 1))
@@ -195,7 +191,7 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     args = (x, z if z is not None else x, B, C, dtc, cs, states,
             D32 if D32 is not None else cs[0], seq32 if seq32 is not None else _dummy_int(x.device), out,
             l, chunk_size, nchunks, h // g, int(seq32 is not None), int(D32 is not None), int(z is not None))
-    _launch(grid, getattr(_kernels(), kname), cfg, args, x.device)
+    _launch(grid, _kernels().chunk_scan_kernel, cfg, args, x.device)
     return out
 
 
