@@ -31,6 +31,20 @@ CASES = [
      SSDProblem(batch=1, seqlen=129, nheads=1, headdim=16, dstate=16, ngroups=1, chunk_size=64, dtype="bfloat16",
                 decay=0.0, dt_mu=-4.0, initial_states=True, final_states=True, seq_starts=(127,), varlen=True,
                 seed=0)),
+    # Found on the H200 with mamba_ssm (reports/2026-11-30-peers-suite.md, finding 1): Triton's TF32 cuts
+    # fp32 operands, and at seqlen 1 y = dt (C.B) x with a cancelling C.B puts a correct TF32 result past
+    # the fixed normwise bound; the yardstick must model the truncation and set the bound (suite false
+    # positives, not kernel bugs). The third: the truncation's error adds up over a long sequence.
+    ("prop_matches_oracle", "truncated TF32 on a cancelling C.B",
+     SSDProblem(batch=1, seqlen=1, nheads=2, headdim=64, dstate=64, ngroups=2, chunk_size=16, dtype="float32",
+                decay=1.0, dt_mu=-4.0, final_states=True, seed=0)),
+    ("prop_stages_match_oracle", "stage y of a cancelling C.B under TF32",
+     SSDProblem(batch=1, seqlen=1, nheads=2, headdim=128, dstate=128, ngroups=1, chunk_size=16, dtype="float32",
+                decay=1.0, dt_mu=-4.0, final_states=True, seed=251640)),
+    ("prop_matches_oracle", "truncated TF32 over a long sequence without decay",
+     SSDProblem(batch=1, seqlen=3329, nheads=8, headdim=64, dstate=64, ngroups=4, chunk_size=64, dtype="float32",
+                decay=0.0, dt_mu=0.0, dt_limit=(0.0, 1.0), dt_dtype="input", z=True, final_states=True,
+                seq_starts=(191, 1601, 1793), seed=1002667)),
     # Strong decay: the per-chunk decay exp(-100) underflows fp32 state contributions but must not give NaN.
     ("prop_matches_oracle", "strong decay with initial states and a partial last chunk",
      SSDProblem(batch=2, seqlen=65, nheads=2, headdim=16, dstate=8, ngroups=2, chunk_size=32, dtype="bfloat16",
