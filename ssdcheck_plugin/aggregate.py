@@ -89,6 +89,7 @@ class Aggregate:
                 "max_abs": 0.0, "max_abs_where": [], "max_abs_problem": None,
                 "normwise": 0.0, "normwise_problem": None,
                 "share": 0.0, "share_problem": None, "budget_at_worst": None, "err_yardstick_at_worst": None,
+                "normwise_allowed_at_worst": None,
                 "tol": {"normwise": c.tol.normwise, "atol": c.tol.atol, "rtol": c.tol.rtol,
                         "k": None},
                 "why": [],
@@ -112,6 +113,7 @@ class Aggregate:
         if share > _bad(row["share"]) or row["share_problem"] is None:
             row["share"], row["share_problem"] = share, prob
             row["budget_at_worst"], row["err_yardstick_at_worst"] = c.budget, c.err_yardstick
+            row["normwise_allowed_at_worst"] = c.normwise_allowed
 
     # ------------------------------------------------------------------ (de)serialisation and merging
     def to_dict(self) -> dict[str, Any]:
@@ -136,8 +138,8 @@ class Aggregate:
             if r["normwise"] > cur["normwise"]:
                 cur["normwise"], cur["normwise_problem"] = r["normwise"], r["normwise_problem"]
             if r["share"] > cur["share"]:
-                for n in ("share", "share_problem", "budget_at_worst", "err_yardstick_at_worst"):
-                    cur[n] = r[n]
+                for n in ("share", "share_problem") + AT_WORST:
+                    cur[n] = r.get(n)
             if cur["tol"].get("k") is None:
                 cur["tol"]["k"] = r["tol"].get("k")
         for e in d.get("props", []):
@@ -167,17 +169,21 @@ class Aggregate:
         return (sum(e["examples"] for e in self.props.values()), sum(e["failures"] for e in self.props.values()))
 
 
+# the bounds that applied to a row's worst-share example (the normwise one widens with the yardstick)
+AT_WORST = ("budget_at_worst", "err_yardstick_at_worst", "normwise_allowed_at_worst")
+
+
 def _json_row(r: dict) -> dict:
     out = dict(r)
-    for n in ("max_abs", "normwise", "share", "budget_at_worst", "err_yardstick_at_worst"):
-        out[n] = num(r[n])
+    for n in ("max_abs", "normwise", "share") + AT_WORST:
+        out[n] = num(r.get(n))
     out["tol"] = {k: num(v) for k, v in r["tol"].items()}
     return out
 
 
 def _unjson_row(r: dict) -> dict:
     out = dict(r)
-    for n in ("max_abs", "normwise", "share", "budget_at_worst", "err_yardstick_at_worst"):
+    for n in ("max_abs", "normwise", "share") + AT_WORST:
         out[n] = unnum(r.get(n))
     out["tol"] = {k: unnum(v) for k, v in r.get("tol", {}).items()}
     out["why"] = list(r.get("why", []))

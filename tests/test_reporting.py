@@ -36,7 +36,8 @@ ROW_FIELDS = {"impl": str, "prop": str, "output": str, "dtype": str, "examples":
               "nonfinite_examples": int, "max_abs": (float, int, str), "max_abs_where": list,
               "max_abs_problem": str, "normwise": (float, int, str), "normwise_problem": str,
               "share": (float, int, str), "share_problem": str, "budget_at_worst": (float, type(None)),
-              "err_yardstick_at_worst": (float, type(None)), "tol": dict, "why": list}
+              "err_yardstick_at_worst": (float, type(None)), "normwise_allowed_at_worst": float,
+              "tol": dict, "why": list}
 
 
 def _env() -> dict:
@@ -97,6 +98,7 @@ def test_report_follows_the_schema(report_run):
         assert key not in keys
         keys.add(key)
         assert row["failures"] == 0 and 0 <= unnum(row["share"]) < 1
+        assert row["normwise_allowed_at_worst"] >= row["tol"]["normwise"]
     # the oracle comparison carries the budget; self-comparisons do not
     oracle_y = [row for row in r["results"] if row["prop"] == "prop_matches_oracle" and row["output"] == "y"]
     assert oracle_y and all(row["tol"]["k"] == m["tolerance_policy"]["k"] and row["budget_at_worst"] > 0
