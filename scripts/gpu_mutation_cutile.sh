@@ -8,6 +8,8 @@
 # A killed mutant stops at its first failure (median ~20 s on the H200); the budget matters for one
 # that survives a while: 240 s lets a survivor reach the third property test (stages) on a warm cache.
 set -uo pipefail
+# every setting comes from the environment: any argument (--help too) prints the header and runs nothing
+if [ "$#" -gt 0 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 JOBS=${JOBS:-14}; BUDGET_S=${BUDGET_S:-240}; BASELINE_S=${BASELINE_S:-420}

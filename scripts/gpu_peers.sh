@@ -27,6 +27,8 @@
 #                          dstate) then costs ~1 min of Triton autotuning; default pins its cheapest
 #                          config with MAMBA_DETERMINISTIC=1, the analogue of TILEGYM_DISABLE_AUTOTUNE)
 set -uo pipefail
+# every setting comes from the environment: any argument (--help too) prints the header and runs nothing
+if [ "$#" -gt 0 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
 OUT=${OUT:-$PWD/out/gpu_peers}
