@@ -68,6 +68,7 @@ def rows_of(doc: dict) -> list[dict]:
                 b = _best_chunk_entry(e)
                 row.update(best_chunk=e["best_chunk"], ms=e["ms"], ms_p20=b.get("ms_p20"), ms_p80=b.get("ms_p80"),
                            ok=e.get("ok"), first_call_s=e.get("first_call_s"), host_ms=b.get("host_ms"),
+                           tuning=e.get("tuning"), tune_s=e.get("tune_s"),
                            err_f64_small=b.get("err_f64_small"), err_vs_anchor=b.get("err_vs_anchor"),
                            anchor=b.get("anchor"), speedup=rec.get("speedup", {}).get(impl),
                            by_chunk={c: v.get("ms") for c, v in e.get("chunks", {}).items()},
@@ -145,7 +146,8 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
                 f"| {_f(r.get('io_GBps'), '{:.0f}')} | {_f(100 * r['frac_copy'] if r.get('frac_copy') else None, '{:.0f}')} "
                 f"| {_f(r.get('floor_io_ms'))} | {_f(r.get('floor_states_ms'))} | {_f(r.get('x_floor_states'), '{:.2f}')} "
                 f"| {_f(r.get('err_f64_small'), '{:.1e}')} | {_f(r.get('err_vs_anchor'), '{:.1e}')} "
-                f"| {_f(r.get('first_call_s'), '{:.1f}')} | {'yes' if r.get('ok') else '**NO**'} |")
+                f"| {_f(r.get('first_call_s'), '{:.1f}')}{' (recorded tuning)' if r.get('tuning') == 'recorded' else ''} "
+                f"| {'yes' if r.get('ok') else '**NO**'} |")
     measured = {r["id"] for r in rows}
     planned = {s.id: s for name in ORDER for s in GROUPS[name].shapes if name != "smoke"}
     never = sorted(set(planned) - measured, key=lambda i: (planned[i].dstate, planned[i].nheads,
@@ -178,7 +180,8 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
             "- **host ms**: host time per call when nothing is waited for (argument checks, Python, launches); "
             "⚠ when over half the measured time: at that shape the call may be launch-bound rather than GPU-bound.",
             "- **first call s**: wall time of the first call of that shape: compile plus autotuning "
-            "(TileGym's exhaustive search over its configs; Triton's for mamba_ssm), apart from the run time.",
+            "(TileGym's exhaustive search over its configs; Triton's for mamba_ssm), apart from the run time; "
+            "*recorded tuning*: TileGym ran its own search's choice from an earlier run (bench/tilegym_tuning.py).",
             ""]
     return "\n".join(out)
 

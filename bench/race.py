@@ -223,6 +223,7 @@ class Runner:
         self.device, self.baseline, self.ceiling_kw = device, baseline, ceilings or {}
         self.t0 = time.monotonic()
         self.infos, self.unavailable = {}, {}
+        self.tuning = None                 # bench.tilegym_tuning.Tuning, when TileGym's choices are recorded
         self.doc = {"schema": SCHEMA, "group": group.name, "note": group.note,
                     "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "complete": False, "aborted": None, "elapsed_s": 0.0, "budget_s": budget_s,
@@ -294,7 +295,8 @@ class Runner:
             entry = {"status": "failed", "state_elem_bytes": state_elem, "chunks": {}}
             rec["impls"][impl] = entry
             for chunk in self.chunks(impl, info, shape):
-                if impl == "tilegym" and self.elapsed() + TILEGYM_TUNE_EST_S > self.budget_s:
+                recorded = impl == "tilegym" and self.tuning is not None and self.tuning.knows(shape=shape.id, chunk=chunk)
+                if impl == "tilegym" and self.elapsed() + (30.0 if recorded else TILEGYM_TUNE_EST_S) > self.budget_s:
                     entry["chunks"][str(chunk)] = {"status": "skipped", "reason": "budget (TileGym tuning)"}
                     log(f"  {impl} cs{chunk}: skipped, {self.elapsed():.0f}s of {self.budget_s:.0f}s used")
                     continue
@@ -302,10 +304,17 @@ class Runner:
                 try:
                     poison_allocator(2 * y_bytes, self.device)
                     _sync(self.device)
+                    if impl == "tilegym" and self.tuning is not None:
+                        self.tuning.context = {"shape": shape.id, "chunk": chunk}
                     t = time.monotonic()
                     y = self.call(info, sets[0], chunk)
                     _sync(self.device)
                     r["first_call_s"] = round(time.monotonic() - t, 2)
+                    if impl == "tilegym" and self.tuning is not None:
+                        events = self.tuning.take_events()
+                        r["tuning"] = ("tuned" if any(e["kind"] == "tuned" for e in events)
+                                       else "recorded" if events else "in-process")
+                        r["tune_s"] = round(sum(e["seconds"] for e in events), 2)
                     if anchor is None:
                         anchor, anchor_name = y, f"{impl} cs{chunk}"
                     r["err_vs_anchor"] = rel_err(y, anchor)
@@ -336,7 +345,8 @@ class Runner:
             if good:
                 best = min(good, key=lambda c: good[c]["ms"])
                 entry.update(status="ok", best_chunk=int(best), ms=good[best]["ms"], ok=bool(good[best].get("ok")),
-                             first_call_s=good[best]["first_call_s"], host_ms=good[best].get("host_ms"))
+                             first_call_s=good[best]["first_call_s"], host_ms=good[best].get("host_ms"),
+                             tuning=good[best].get("tuning"), tune_s=good[best].get("tune_s"))
                 entry.update(roofline.metrics(shape, int(best), entry["ms"], state_elem,
                                               self.doc["ceilings"].get("copy_GBps"),
                                               self.doc["ceilings"].get("matmul_TFLOPs")))
@@ -423,6 +433,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default=None, help="only shapes whose id contains this text (e.g. h64-)")
     ap.add_argument("--chunks", default=None, help="override chunk sizes, e.g. 'tilegym=64+128,cutile=128'")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tilegym-tuning", default=None, metavar="FILE",
+                    help="TileGym's recorded tuning choices (bench/tilegym_tuning.py): read if present, updated "
+                         "after each new tuning, so a later run skips the 2-3 minutes per shape")
     ap.add_argument("--allow-untuned", action="store_true",
                     help="run even with TILEGYM_DISABLE_AUTOTUNE or MAMBA_DETERMINISTIC set (recorded in the JSON)")
     args = ap.parse_args(argv)
@@ -443,6 +456,14 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     runner = Runner(group, impls, os.path.join(args.out, f"{group.name}.json"), args.budget_s, args.seed,
                     _parse_chunks(args.chunks))
+    if args.tilegym_tuning and "tilegym" in impls:
+        try:
+            from bench import tilegym_tuning
+            runner.tuning = tilegym_tuning.install(args.tilegym_tuning)
+            runner.doc["tilegym_tuning"] = {"file": args.tilegym_tuning, "loaded": len(runner.tuning.entries),
+                                            "usable": sum(map(runner.tuning.usable, runner.tuning.entries.values()))}
+        except Exception as e:   # TileGym missing: the race reports it unavailable as before
+            runner.doc["tilegym_tuning"] = {"file": args.tilegym_tuning, "error": f"{type(e).__name__}: {e}"}
     runner.run(shapes)
     print(summary_table(runner.doc), flush=True)
     print(f"wrote {runner.out_path} ({runner.elapsed():.0f}s)", flush=True)

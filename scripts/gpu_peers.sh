@@ -15,6 +15,7 @@
 #   M=<pytest -m expression>    e.g. M="not slow" leaves out the 64K-token extreme-decay test
 #   PROFILE=gpu            Hypothesis profile (gpu: derandomized, 200 examples per property)
 #   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
+#   TUNING=reports/tilegym-tuning-h200.json   TileGym's recorded tuning choices, read by the race
 #   GROUP=smoke, BENCH_BUDGET_S=360   the bench group and its budget (TileGym tuning is skipped when
 #                          fewer than 180 s of it are left; PART=bench gives it all of TOTAL_S)
 #   WORKERS=16             pytest-xdist workers for the tests (one GPU, shared: the peers' compiles
@@ -81,10 +82,15 @@ if [ "$PART" = all ] || [ "$PART" = bench ]; then
   echo "== bench: python -m bench.race --group $GROUP (budget ${BENCH_BUDGET_S}s)"
   budget=$BENCH_BUDGET_S
   [ "$PART" = bench ] && budget=$(( $(left) - 60 ))
+  # TileGym's tuning choices recorded in earlier sessions (bench/tilegym_tuning.py); the updated file
+  # comes back in $OUT/bench: commit it over $TUNING so the next session skips those searches.
+  TUNING=${TUNING:-reports/tilegym-tuning-h200.json}
+  [ -f "$TUNING" ] && cp "$TUNING" "$OUT/bench/tilegym-tuning.json"
   # The race times autotuned peers: neither switch may leak into it.
   env -u TILEGYM_DISABLE_AUTOTUNE -u MAMBA_DETERMINISTIC \
     timeout --signal=INT --kill-after=30 $(( budget + 60 )) \
-    python3 -m bench.race --group "$GROUP" --out "$OUT/bench" --budget-s "$budget" 2>&1 | tee "$OUT/bench/race.log"
+    python3 -m bench.race --group "$GROUP" --out "$OUT/bench" --budget-s "$budget" \
+      --tilegym-tuning "$OUT/bench/tilegym-tuning.json" 2>&1 | tee "$OUT/bench/race.log"
   BENCH_RC=${PIPESTATUS[0]}
 fi
 
