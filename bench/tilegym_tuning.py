@@ -66,10 +66,9 @@ class Tuning:
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
         os.replace(tmp, self.path)
 
-    def search(self, real, kernel_name: str, configs, *rest):
-        """exhaustive_search(configs, stream, grid_fn, kernel, args_fn, hints_fn), recorded."""
+    def search(self, real, kernel_name: str, configs, stream, grid_fn, kernel, args_fn, hints_fn):
+        """real(configs, stream, grid_fn, kernel, args_fn, hints_fn) (exhaustive_search), recorded."""
         configs = list(configs)
-        args_fn = rest[3]
         sig = signature(kernel_name, args_fn(configs[0]))
         entry = self.entries.get(sig)
         if entry is not None and self.usable(entry):
@@ -78,7 +77,7 @@ class Tuning:
                     self.events.append({"kind": "recorded", "kernel": kernel_name, "seconds": 0.0})
                     return SimpleNamespace(best=SimpleNamespace(config=c))
         t = time.monotonic()
-        result = real(configs, *rest)
+        result = real(configs, stream, grid_fn, kernel, args_fn, hints_fn)
         seconds = round(time.monotonic() - t, 2)
         self.entries[sig] = {"signature": sig, "kernel": kernel_name, "config": dict(vars(result.best.config)),
                              "device": self.device, "tilegym": self.version, "tune_s": seconds,

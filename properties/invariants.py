@@ -67,6 +67,11 @@ def run_ref(fn, kwargs: dict) -> dict:
         return as_outputs(fn(**kwargs), kwargs)
 
 
+def run_yardstick(info, kwargs: dict) -> dict:
+    """The problem in the precision `info` declares (its state dtype and matmul operands)."""
+    return run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kwargs)
+
+
 def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str | None = None) -> PropertyResult:
     return PropertyResult(prop, info.name, problem, list(comparisons), skipped)
 
@@ -92,7 +97,7 @@ def prop_matches_oracle(info, problem: SSDProblem) -> PropertyResult:
     kw = problem.inputs(device_for(info))
     got = run(info, kw)
     ref = run_ref(ssd_chunked_f64, kw)
-    yard = run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kw)
+    yard = run_yardstick(info, kw)
     span = decay_span(kw, problem.chunk_size)
     comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n], decay_span=span) for n in ref]
     if got["y"].dtype != kw["x"].dtype:
@@ -145,7 +150,7 @@ def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
         # The forward in the declared precision says how ill-conditioned y is (a cancelling C.B under
         # TF32); its upstream stages differ from this stage's float64 inputs, so it widens the normwise
         # bound only and sets no budget.
-        yard = run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kw)
+        yard = run_yardstick(info, kw)
         comps.append(compare("y", y, y64, dtype=d, conditioning=yard["y"]))
     return _result("prop_stages_match_oracle", info, problem, comps)
 

@@ -34,12 +34,13 @@ MEASURED_MAX_ABS = {
 }
 
 
-def _run(problem: SSDProblem, matmul: str) -> tuple[dict, dict]:
+def _run(problem: SSDProblem, *matmuls: str) -> tuple:
+    """The float64 reference and the yardstick in each precision model, as {output: tensor} dicts."""
     kw = problem.inputs("cpu")
     names = ("y", "final_states")
     ref = dict(zip(names, ssd_chunked_f64(**kw)))
-    yard = dict(zip(names, ssd_yardstick(**kw, state_dtype="input", matmul=matmul)))
-    return ref, yard
+    yards = [dict(zip(names, ssd_yardstick(**kw, state_dtype="input", matmul=m))) for m in matmuls]
+    return (ref, *yards)
 
 
 def test_every_declarable_precision_has_a_yardstick_model():
@@ -48,21 +49,19 @@ def test_every_declarable_precision_has_a_yardstick_model():
 
 @pytest.mark.parametrize("problem,output", list(MEASURED), ids=["y-64", "final-64", "y-128"])
 def test_truncating_tf32_reproduces_the_measured_peer_error(problem, output):
-    ref, yard = _run(problem, "tf32-trunc")
+    ref, yard, rounded = _run(problem, "tf32-trunc", "tf32")
     err = (yard[output].double() - ref[output]).abs()
     normwise = float(err.norm() / ref[output].norm())
     max_abs, measured_normwise = MEASURED[(problem, output)]
     assert float(err.max()) == pytest.approx(max_abs, rel=2e-3)
     assert normwise == pytest.approx(measured_normwise, rel=2e-3)
     # ... and rounding does not explain it: the rounding model is off by far more than the digits above
-    _, rounded = _run(problem, "tf32")
     assert abs(float((rounded[output].double() - ref[output]).abs().max()) - max_abs) > 0.2 * max_abs
 
 
 @pytest.mark.parametrize("problem,output", list(MEASURED_MAX_ABS), ids=["y-3329", "final-3329"])
 def test_truncating_tf32_reproduces_the_largest_measured_errors(problem, output):
-    ref, trunc = _run(problem, "tf32-trunc")
-    _, rounded = _run(problem, "tf32")
+    ref, trunc, rounded = _run(problem, "tf32-trunc", "tf32")
     measured = MEASURED_MAX_ABS[(problem, output)]
     assert float((trunc[output].double() - ref[output]).abs().max()) == pytest.approx(measured, rel=2e-3)
     assert 2 * float((rounded[output].double() - ref[output]).abs().max()) < measured   # rounding: 2.5-4.8x off
