@@ -16,6 +16,7 @@
 #   PROFILE=gpu            Hypothesis profile (gpu: derandomized, 200 examples per property)
 #   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
 #   TUNING=reports/tilegym-tuning-h200.json   TileGym's recorded tuning choices, read by the race
+#   CHUNKS='mamba-ssm=64+128'  override the group's chunk sizes per implementation (race --chunks)
 #   GROUP=smoke, BENCH_BUDGET_S=360   the bench group and its budget (TileGym tuning is skipped when
 #                          fewer than 180 s of it are left; PART=bench gives it all of TOTAL_S)
 #   WORKERS=16             pytest-xdist workers for the tests (one GPU, shared: the peers' compiles
@@ -87,10 +88,11 @@ if [ "$PART" = all ] || [ "$PART" = bench ]; then
   TUNING=${TUNING:-reports/tilegym-tuning-h200.json}
   [ -f "$TUNING" ] && cp "$TUNING" "$OUT/bench/tilegym-tuning.json"
   # The race times autotuned peers: neither switch may leak into it.
+  chunk_args=(); [ -n "${CHUNKS:-}" ] && chunk_args=(--chunks "$CHUNKS")
   env -u TILEGYM_DISABLE_AUTOTUNE -u MAMBA_DETERMINISTIC \
     timeout --signal=INT --kill-after=30 $(( budget + 60 )) \
     python3 -m bench.race --group "$GROUP" --out "$OUT/bench" --budget-s "$budget" \
-      --tilegym-tuning "$OUT/bench/tilegym-tuning.json" 2>&1 | tee "$OUT/bench/race.log"
+      --tilegym-tuning "$OUT/bench/tilegym-tuning.json" "${chunk_args[@]}" 2>&1 | tee "$OUT/bench/race.log"
   BENCH_RC=${PIPESTATUS[0]}
 fi
 
