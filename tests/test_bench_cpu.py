@@ -228,3 +228,14 @@ def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
     [combo] = sw.best_combinations(items, rows, log=lambda m: None, make=Fake, device="cpu")
     assert "BN64" not in combo["state"] and "BN64" in combo["scan"]
     assert "WRONG" in sw.markdown(rows, [combo], dict(date="d", gpu="cpu", command="c"))
+
+
+def test_tilegym_budget_estimate_is_long_only_for_a_processs_first_tuning(tmp_path):
+    # tg64/tg256 (2026-11-30) skipped TileGym's second shape on a fixed 180 s estimate; it took 9.9 s in tg128
+    from bench.shapes import GROUPS
+    group = GROUPS["tg128"]
+    runner = race.Runner(group, ("tilegym",), str(tmp_path / "x.json"), budget_s=300, device="cpu")
+    shape = group.shapes[1]
+    assert runner.tilegym_estimate(shape, 64) == race.TILEGYM_TUNE_EST_S
+    runner.tilegym_called = True
+    assert runner.tilegym_estimate(shape, 64) == race.TILEGYM_RETUNE_EST_S < race.TILEGYM_TUNE_EST_S
