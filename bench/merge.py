@@ -97,6 +97,48 @@ def merge(docs: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
     return list(latest.values()), missing, reps
 
 
+TARGET_IMPL, TARGET_PEER = "cutile", "tilegym"
+MOONSHOT = dict(min_seqlen=16384, max_dstate=128, x_io_floor=2.0)
+
+
+def target_pairs(docs: list[dict]) -> list[dict]:
+    """cutile against TileGym where one process timed both on the same inputs (the latest such run per
+    shape): the issue's target is cutile ms <= TileGym ms at every shape TileGym ran."""
+    pairs = {}
+    for doc in sorted(docs, key=lambda d: d.get("started") or ""):
+        for rec in doc.get("shapes", []):
+            impls = rec.get("impls", {})
+            a, b = impls.get(TARGET_IMPL, {}), impls.get(TARGET_PEER, {})
+            if a.get("status") == "ok" and b.get("status") == "ok" and a.get("ok") and b.get("ok"):
+                pairs[rec["id"]] = {"id": rec["id"], "label": rec.get("label"), **rec["shape"], "group": doc["group"],
+                                    "ms": a["ms"], "chunk": a.get("best_chunk"),
+                                    "peer_ms": b["ms"], "peer_chunk": b.get("best_chunk"), "ratio": a["ms"] / b["ms"]}
+    return sorted(pairs.values(), key=lambda r: (r["dstate"], r["nheads"], r["ngroups"], r["seqlen"], r["batch"]))
+
+
+def target_lines(docs: list[dict], rows: list[dict]) -> list[str]:
+    pairs = target_pairs(docs)
+    out = ["", f"## Target: {TARGET_IMPL} at least as fast as {TARGET_PEER}", ""]
+    if not pairs:
+        return out + [f"No run timed {TARGET_IMPL} and {TARGET_PEER} together (both correct)."]
+    met = sum(p["ratio"] <= 1.0 for p in pairs)
+    out += [f"Met at {met} of {len(pairs)} shapes where one process timed both (same inputs).", "",
+            f"| shape | group | {TARGET_IMPL} ms (cs) | {TARGET_PEER} ms (cs) | {TARGET_IMPL} / {TARGET_PEER} | met |",
+            "|---|---|---|---|---|---|"]
+    for p in pairs:
+        out.append(f"| {p['id']} | {p['group']} | {p['ms']:.3f} ({p['chunk']}) | {p['peer_ms']:.3f} ({p['peer_chunk']}) "
+                   f"| {p['ratio']:.2f} | {'yes' if p['ratio'] <= 1.0 else '**no**'} |")
+    moon = [r for r in rows if r["impl"] == TARGET_IMPL and r["seqlen"] >= MOONSHOT["min_seqlen"]
+            and r["dstate"] <= MOONSHOT["max_dstate"] and r.get("floor_io_ms")]
+    if moon:
+        x = sorted(r["ms"] / r["floor_io_ms"] for r in moon)
+        ok = sum(v <= MOONSHOT["x_io_floor"] for v in x)
+        out += ["", f"Moonshot (seqlen >= {MOONSHOT['min_seqlen']}, dstate <= {MOONSHOT['max_dstate']}: within "
+                f"{MOONSHOT['x_io_floor']:.0f}x of the I/O floor): {ok} of {len(x)} shapes; {TARGET_IMPL} is "
+                f"{x[0]:.1f}x to {x[-1]:.1f}x the I/O floor there."]
+    return out
+
+
 def _f(v, fmt="{:.3f}", none="—"):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return none
@@ -130,6 +172,7 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
         out += ["", f"![speedup over mamba_ssm]({os.path.basename(png)})"]
     elif png_note:
         out += ["", f"(plot not written: {png_note})"]
+    out += target_lines(docs, rows)
     cols = ("| b×L | h | g | impl | cs | ms (p20–p80) | host ms | × mamba | TFLOP/s | % mm | GB/s I/O | % copy "
             "| I/O floor ms | +states floor ms | × floor | err f64 (small) | err vs mamba | first call s | ok |")
     for n in sorted({r["dstate"] for r in rows}):

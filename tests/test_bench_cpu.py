@@ -172,6 +172,22 @@ def test_merge_writes_tables_plot_and_notes(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and "speedup.png" in md
 
 
+def test_target_compares_cutile_with_tilegym_timed_in_the_same_run():
+    s1, s2 = Shape(8, 2048, 32, 128, 1), Shape(2, 32768, 32, 64, 1)
+    old = _doc("tg128", "2026-11-30T01:00:00+00:00", [(s1, {"mamba-ssm": 0.6, "tilegym": 0.17, "cutile": 0.15}, True)])
+    new = _doc("tg128", "2026-11-30T02:00:00+00:00", [(s1, {"mamba-ssm": 0.6, "tilegym": 0.17, "cutile": 0.26}, True)])
+    n64 = _doc("n64", "2026-11-30T03:00:00+00:00", [(s2, {"mamba-ssm": 0.9, "cutile": 0.1}, True)])  # no TileGym
+    pairs = merge.target_pairs([new, n64, old])
+    assert [p["id"] for p in pairs] == [s1.id]                     # only where both ran in one process
+    assert math.isclose(pairs[0]["ratio"], 0.26 / 0.17)              # the latest run, not the faster old one
+    rows, _, _ = merge.merge([old, new, n64])
+    text = "\n".join(merge.target_lines([old, new, n64], rows))
+    assert "Met at 0 of 1 shapes" in text and "**no**" in text
+    assert "Moonshot" in text and "1 of 1 shapes" in text             # s2: 0.1 ms is under 2x its I/O floor
+    failed = _doc("tg64", "2026-11-30T04:00:00+00:00", [(s2, {"tilegym": 0.5, "cutile": 0.1}, False)])
+    assert merge.target_pairs([failed]) == []                       # a failed check never counts as met
+
+
 def test_merge_without_results_fails_clearly(tmp_path, capsys):
     assert merge.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "no ssdcheck-bench/1 JSON" in capsys.readouterr().err
