@@ -60,9 +60,15 @@ def state_candidates(chunk: int, dstate: int):
                    Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", 0), ("LAT", lat)), 4))
 
 
-def scan_candidates(chunk: int, dstate: int):
-    """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency."""
+def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
+    """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency,
+    and heads per block (HL; only values dividing heads_per_group: the launcher would run any other
+    as HL=1, which must not be timed under an HL label)."""
     from kernels.cutile.dispatch import Config
+
+    def cfg(bl, bn, lat, occ, hl=1):
+        return Config((("BL", bl), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", 0), ("HL", hl)), occ)
+
     for bl in (64, 128):
         if bl > chunk:
             continue
@@ -70,11 +76,18 @@ def scan_candidates(chunk: int, dstate: int):
             if bn > max(dstate, 64):
                 continue
             for occ in (1, 2, 3):
-                yield (f"BL{bl}-BN{bn}-occ{occ}",
-                       Config((("BL", bl), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0)), occ))
+                yield f"BL{bl}-BN{bn}-occ{occ}", cfg(bl, bn, 0, occ)
     bn = 128 if dstate >= 128 else 64
     for lat in (2, 4, 6, 8):
-        yield (f"BL64-BN{bn}-LAT{lat}-occ3", Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", 0)), 3))
+        yield f"BL64-BN{bn}-LAT{lat}-occ3", cfg(64, bn, lat, 3)
+    # head loop: HL heads of one group per block share the C/B loads and C_i B_i^T
+    for hl in (2, 4):
+        if heads_per_group % hl:
+            continue
+        for occ in (2, 3):
+            yield f"BL64-BN{bn}-HL{hl}-occ{occ}", cfg(64, bn, 0, occ, hl)
+    if bn == 64 and heads_per_group % 2 == 0:
+        yield "BL64-BN64-HL2-LAT6-occ3", cfg(64, 64, 6, 3, 2)
 
 
 def plan(shapes=SHAPES):
@@ -84,7 +97,8 @@ def plan(shapes=SHAPES):
         for chunk in chunks:
             out.append((shape, chunk, "table", "table", None))
             out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
-            out += [(shape, chunk, "chunk_scan", lab, cfg) for lab, cfg in scan_candidates(chunk, shape.dstate)]
+            out += [(shape, chunk, "chunk_scan", lab, cfg)
+                    for lab, cfg in scan_candidates(chunk, shape.dstate, shape.nheads // shape.ngroups)]
     return out
 
 

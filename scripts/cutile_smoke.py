@@ -79,8 +79,9 @@ def bench_variants():
     def st(bp=64, bn=64, pf=1, lat=0, occ=2):
         return {"chunk_state": Config((("BL", 64), ("BP", bp), ("BN", bn), ("PF", pf), ("LAT", lat)), occ)}
 
-    def sc(bn=128, lat=0, occ=2, persist=0):
-        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", persist)), occ)}
+    def sc(bn=128, lat=0, occ=2, persist=0, hl=1):
+        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", persist),
+                                      ("HL", hl)), occ)}
 
     return [
         ("table", {}),

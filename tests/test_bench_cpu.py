@@ -210,6 +210,14 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
         names = [n for n, _ in cfg.constants]
         assert names == [n for n, _ in dispatch.TABLE[kernel][0].config.constants], (kernel, label)
         assert chunk % cfg.get("BL") == 0 and cfg.get("BN") <= max(shape.dstate, 64), (shape.id, chunk, label)
+        if kernel == "chunk_scan":   # a head loop never falls back to HL=1 under its HL label
+            assert (shape.nheads // shape.ngroups) % cfg.get("HL") == 0, (shape.id, label)
+            assert ("-HL" in label) == (cfg.get("HL") > 1), label
+    hls = {(s.id, c.get("HL")) for s, _, k, _, c in items if k == "chunk_scan"}
+    assert {("b8-l2048-h32-p64-n128-g1", 4), ("b2-l16384-h64-p64-n256-g8", 4), ("b2-l65536-h32-p64-n64-g1", 2)} <= hls
+    assert sw.plan(((Shape(1, 128, 6, 64, ngroups=2), (64,)),))   # 3 heads per group: HL 2, 4 skipped
+    assert all(c is None or c.get("HL") == 1 for s, _, k, _, c in sw.plan(((Shape(1, 128, 6, 64, ngroups=2), (64,)),))
+               if k == "chunk_scan")
 
 
 def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():

@@ -158,3 +158,13 @@ def test_kernel_source_name_is_the_import_name_so_two_checkouts_never_share_it(t
     assert "".join(linecache.getlines(other.SOURCE_NAME)) == other_src
     assert "".join(linecache.getlines(ours.SOURCE_NAME)) == Path(ours.__file__).read_text()
     assert ours._scan_tile.__code__.co_filename == ours.SOURCE_NAME   # what debug info names
+
+
+def test_scan_heads_units_hold_the_sweeps_head_loop_candidates():
+    """`compile_matrix --scan-heads` compiles (beyond LAT hints) what the sweep times with HL > 1,
+    and none of it is in the CI matrix (no table row has HL > 1)."""
+    from bench import sweep_cutile as sw
+    units = cm.scan_heads_units()
+    swept = {cfg for _, _, k, _, cfg in sw.plan() if k == "chunk_scan" and cfg.get("HL") > 1 and cfg.get("LAT") == 0}
+    assert swept and swept <= {u.config for u in units}
+    assert not set(units) & set(cm.enumerate_matrix())

@@ -88,8 +88,8 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0), occupancy=4)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0), occupancy=3)),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0), occupancy=3)),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0, HL=1), occupancy=3)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0, HL=1), occupancy=3)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

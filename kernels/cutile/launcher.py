@@ -176,14 +176,31 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     return states, final
 
 
+def _scan_heads_config(cfg: dispatch.Config, heads_per_group: int) -> dispatch.Config:
+    """The chunk_scan Config to launch: `cfg`, or `cfg` with HL=1 when its HL (heads per block, all
+    of one B/C group) does not divide heads_per_group.
+
+    Falling back rather than raising: dispatch.Problem does not hold nheads or ngroups, so a Config
+    with HL > 1 (a sweep candidate, an override, a future table row) is chosen for a class of
+    problems that also holds problems it cannot serve; those then run the per-head path (HL=1, the
+    same results) instead of failing, and every problem the argument checks accept stays launchable.
+    The sweep skips such candidates itself, so it never times a fallback under an HL>1 label."""
+    hl = cfg.get("HL")
+    if hl < 1:
+        raise ValueError(f"chunk_scan Config {cfg}: HL must be >= 1")
+    if hl == 1 or heads_per_group % hl == 0:
+        return cfg
+    return dispatch.Config(tuple((k, 1 if k == "HL" else v) for k, v in cfg.constants), cfg.occupancy)
+
+
 def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
-    cfg = _config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h))
+    cfg = _scan_heads_config(_config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h)), h // g)
     bl = cfg.get("BL")
-    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
+    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * (h // cfg.get("HL"))
     if cfg.get("PERSIST"):
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         tiles = min(tiles, sms * (cfg.occupancy or 1))

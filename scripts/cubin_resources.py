@@ -1,0 +1,147 @@
+"""Registers and stack frame per thread of each kernel in a cubin, read from its ELF (no CUDA tools).
+
+    python scripts/cubin_resources.py a.cubin [b.cubin ...]
+    python scripts/cubin_resources.py --compile-scan bfloat16 128 1 2 4    # chunk_scan, BN128, HL 1/2/4
+
+The toolchain cuTile ships (tileiras) has no resource report and no cuobjdump, so this reads what the
+driver reads: the EIATTR records of the `.nv.info` section, keyed by symbol (REGCOUNT = registers per
+thread; FRAME_SIZE = the per-thread stack frame, where spilled registers live; MIN/MAX_STACK_SIZE),
+and the sizes of the `.text.<kernel>` and `.nv.shared.<kernel>` sections. A frame above zero means
+local-memory traffic (spills, or arrays the compiler could not keep in registers), which usually
+costs time. `--compile-scan DTYPE BN HL...` compiles chunk_scan_kernel for sm_90 (the table's BL/BP,
+LAT 0, PERSIST 0, occupancy 3) at each HL with cuTile's cache off and prints the seconds and
+resources; `--occ N` sets the occupancy hint, `--out DIR` writes each cubin there. `--same-code A B` says whether
+two cubins hold the same machine code (debug sections and line info aside).
+"""
+from __future__ import annotations
+
+import struct
+import sys
+import time
+
+# EIATTR codes (the attribute byte of an .nv.info record) that describe per-function resources
+EIATTR_NAMES = {0x11: "frame", 0x12: "min_stack", 0x23: "max_stack", 0x2f: "regcount"}
+EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
+
+
+def _sections(blob: bytes):
+    if blob[:4] != b"\x7fELF" or blob[4] != 2:
+        raise ValueError("not a 64-bit ELF file")
+    shoff, = struct.unpack_from("<Q", blob, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", blob, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQIIQQ", blob, shoff + i * shentsize) for i in range(shnum)]
+    names_off = heads[shstrndx][4]
+
+    def name(off):
+        end = blob.index(b"\0", names_off + off)
+        return blob[names_off + off:end].decode()
+
+    return [(name(h[0]), h) for h in heads]
+
+
+def _symbols(blob: bytes, secs) -> list[str]:
+    for nm, h in secs:
+        if h[1] == 2:                                   # SHT_SYMTAB
+            strtab = secs[h[6]][1][4]                   # sh_link -> string table offset
+            out = []
+            for i in range(h[5] // h[9]):
+                st_name, = struct.unpack_from("<I", blob, h[4] + i * h[9])
+                end = blob.index(b"\0", strtab + st_name)
+                out.append(blob[strtab + st_name:end].decode())
+            return out
+    return []
+
+
+def resources(blob: bytes) -> dict[str, dict[str, int]]:
+    """{function name: {"regcount": registers per thread, "frame": stack bytes per thread, "min_stack", "max_stack",
+    "code_bytes", "smem": static shared memory bytes}}, with whichever of these the cubin records."""
+    secs = _sections(blob)
+    syms = _symbols(blob, secs)
+    out: dict[str, dict[str, int]] = {}
+    for nm, h in secs:
+        for kind in (".text.", ".nv.shared."):
+            if nm.startswith(kind) and not nm.startswith(".nv.shared.reserved"):
+                out.setdefault(nm[len(kind):], {})["code_bytes" if kind == ".text." else "smem"] = h[5]
+    for nm, h in secs:
+        if nm != ".nv.info":
+            continue
+        pos, end = h[4], h[4] + h[5]
+        while pos + 2 <= end:
+            fmt, attr = blob[pos], blob[pos + 1]
+            pos += 2
+            if fmt == EIFMT_NVAL:
+                continue
+            if fmt == EIFMT_BVAL:
+                pos += 1
+                continue
+            if fmt == EIFMT_HVAL:
+                pos += 2
+                continue
+            size, = struct.unpack_from("<H", blob, pos)
+            pos += 2
+            if attr in EIATTR_NAMES and size == 8:
+                sym, value = struct.unpack_from("<II", blob, pos)
+                if sym < len(syms):
+                    out.setdefault(syms[sym], {})[EIATTR_NAMES[attr]] = value
+            pos += size
+    return out
+
+
+def text_of(blob: bytes) -> dict[str, bytes]:
+    """{kernel name: its machine code}: equal bytes mean the same generated code."""
+    secs = _sections(blob)
+    return {nm[len(".text."):]: blob[h[4]:h[4] + h[5]] for nm, h in secs if nm.startswith(".text.")}
+
+
+def compile_scan(dtype: str, bn: int, hl: int, arch: str = "sm_90", occ: int = 3) -> tuple[bytes, float]:
+    """chunk_scan_kernel's cubin at the table's tiles with dstate tile `bn` and HL heads per block."""
+    import io
+    import os
+    os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
+    from cuda.tile.compilation import export_kernel
+    from kernels.cutile import compile_matrix as cm
+    from kernels.cutile.dispatch import Config
+    cfg = Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HL", hl)), occ)
+    unit = cm.Unit("chunk_scan", cfg, dtype)
+    buf = io.BytesIO()
+    t0 = time.time()
+    export_kernel(cm._kernel_fn("chunk_scan").replace_hints(occupancy=occ), [cm.signature(unit)], buf,
+                  gpu_code=arch, output_format="cubin")
+    return buf.getvalue(), time.time() - t0
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--same-code"]:
+        a, b = (text_of(open(f, "rb").read()) for f in args[1:3])
+        same = list(a.values()) == list(b.values())
+        print("same machine code" if same else "different machine code", {k[:40]: len(v) for k, v in a.items()},
+              {k[:40]: len(v) for k, v in b.items()})
+        return 0 if same else 1
+    if args[:1] == ["--compile-scan"]:
+        out_dir, occ = None, 3
+        if "--out" in args:
+            out_dir = args[args.index("--out") + 1]
+            del args[args.index("--out"):args.index("--out") + 2]
+        if "--occ" in args:
+            occ = int(args[args.index("--occ") + 1])
+            del args[args.index("--occ"):args.index("--occ") + 2]
+        dtype, bn, hls = args[1], int(args[2]), [int(a) for a in args[3:]]
+        for hl in hls:
+            blob, secs = compile_scan(dtype, bn, hl, occ=occ)
+            if out_dir:
+                with open(f"{out_dir}/chunk_scan-{dtype}-BN{bn}-HL{hl}-occ{occ}-sm_90.cubin", "wb") as f:
+                    f.write(blob)
+            for k, r in resources(blob).items():
+                print(f"chunk_scan {dtype} BN{bn} HL{hl} occ{occ}: {secs:.1f} s, {k[:40]}: {r}", flush=True)
+        return 0
+    for path in args:
+        with open(path, "rb") as f:
+            for k, r in resources(f.read()).items():
+                print(f"{path}: {k}: {r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
