@@ -90,8 +90,9 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
         yield "BL64-BN64-HL2-LAT6-occ3", cfg(64, 64, 6, 3, 2)
 
 
-def plan(shapes=SHAPES):
-    """Every (shape, chunk, kernel, label, config) the sweep times; label 'table' is the dispatch row."""
+def plan(shapes=SHAPES, match: str | None = None):
+    """Every (shape, chunk, kernel, label, config) the sweep times; label 'table' is the dispatch row.
+    match: comma-separated label substrings; only candidates holding one are kept (the table always)."""
     out = []
     for shape, chunks in shapes:
         for chunk in chunks:
@@ -99,6 +100,9 @@ def plan(shapes=SHAPES):
             out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
             out += [(shape, chunk, "chunk_scan", lab, cfg)
                     for lab, cfg in scan_candidates(chunk, shape.dstate, shape.nheads // shape.ngroups)]
+    if match:
+        keys = [m for m in match.split(",") if m]
+        out = [it for it in out if it[3] == "table" or any(m in it[3] for m in keys)]
     return out
 
 
@@ -270,10 +274,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "sweep")
     ap.add_argument("--jobs", type=int, default=min(14, os.cpu_count() or 1), help="compile-cache warm-up processes")
     ap.add_argument("--only", help="substring of a shape id: sweep only those shapes")
+    ap.add_argument("--match", help="comma-separated candidate label substrings, e.g. 'HL,LAT6' (the table always runs)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     args = ap.parse_args(argv)
     shapes = tuple((s, c) for s, c in SHAPES if not args.only or args.only in s.id)
-    items = plan(shapes)
+    items = plan(shapes, args.match)
     if args.list:
         for shape, chunk, kernel, label, cfg in items:
             print(f"{shape.id} cs{chunk} {kernel:12s} {label:26s} {cfg or ''}")

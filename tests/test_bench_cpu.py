@@ -220,6 +220,15 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
                if k == "chunk_scan")
 
 
+def test_sweep_match_keeps_the_table_and_only_matching_candidates():
+    from bench import sweep_cutile as sw
+    items = sw.plan(match="HL,LAT6")
+    labels = {lab for _, _, _, lab, _ in items}
+    assert "table" in labels and labels - {"table"}
+    assert all(lab == "table" or "HL" in lab or "LAT6" in lab for lab in labels)
+    assert sum(lab == "table" for *_, lab, _ in items) == sum(len(c) for _, c in sw.SHAPES)
+
+
 def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
     """The sweep's bookkeeping on the CPU: a fake kernel set whose output and speed depend on the
     override; a candidate that changes the answer is WRONG and never picked, however fast."""
