@@ -39,7 +39,7 @@ WRONG = 1e-2   # normwise difference from the table's output that marks a candid
 
 def state_candidates(chunk: int, dstate: int):
     """(label, Config) for chunk_state: token tile up to the chunk, dstate tile, prefetch, latency."""
-    from kernels.cutile.dispatch import Config
+    from kernels.cutile.dispatch import state_config
     for bl in (64, 128, 256):
         if bl > chunk:
             continue
@@ -49,25 +49,36 @@ def state_candidates(chunk: int, dstate: int):
             for pf in (0, 1):
                 occ = 4 if bn <= 32 else 2
                 yield (f"BL{bl}-BN{bn}-PF{pf}-occ{occ}",
-                       Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", pf), ("LAT", 0)), occ))
-    yield ("BL64-BN32-PF1-LAT4-occ4", Config((("BL", 64), ("BP", 64), ("BN", 32), ("PF", 1), ("LAT", 4)), 4))
+                       state_config(BL=bl, BN=bn, PF=pf, occupancy=occ))
+    yield ("BL64-BN32-PF1-LAT4-occ4", state_config(BL=64, BN=32, PF=1, LAT=4, occupancy=4))
     # load latency hints (x and B tiles) on the table's PF=0 rows: TileGym tunes 4/6 on its state loads
     for bl, bn in ((64, 16), (64, 32), (128, 16)):
         if bl > chunk or bn > dstate:
             continue
         for lat in (2, 4, 6, 8):
             yield (f"BL{bl}-BN{bn}-PF0-LAT{lat}-occ4",
-                   Config((("BL", bl), ("BP", 64), ("BN", bn), ("PF", 0), ("LAT", lat)), 4))
+                   state_config(BL=bl, BN=bn, LAT=lat, occupancy=4))
+    # occupancy 2: the cubins at occupancy 4 spill (40-88 B of stack), BN32 at occupancy 2 does not
+    yield "BL64-BN32-PF0-occ2", state_config(BL=64, BN=32, occupancy=2)
+    # FAST: one chunk-long tile per iteration, unmasked, straight-line body; store latency hint
+    for bn in (16, 32, 64):
+        if bn > dstate:
+            continue
+        for occ in (2, 4):
+            yield f"BL{chunk}-BN{bn}-FAST-occ{occ}", state_config(BL=chunk, BN=bn, FAST=chunk, occupancy=occ)
+    for occ in (2, 4):
+        yield (f"BL{chunk}-BN32-FAST-LAT4-SLAT2-occ{occ}",
+               state_config(BL=chunk, BN=32, LAT=4, SLAT=2, FAST=chunk, occupancy=occ))
 
 
 def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
     """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency,
     and heads per block (HL; only values dividing heads_per_group: the launcher would run any other
     as HL=1, which must not be timed under an HL label)."""
-    from kernels.cutile.dispatch import Config
+    from kernels.cutile.dispatch import scan_config
 
     def cfg(bl, bn, lat, occ, hl=1):
-        return Config((("BL", bl), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", 0), ("HL", hl)), occ)
+        return scan_config(BL=bl, BN=bn, LAT=lat, HL=hl, occupancy=occ)
 
     for bl in (64, 128):
         if bl > chunk:
@@ -88,6 +99,16 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
             yield f"BL64-BN{bn}-HL{hl}-occ{occ}", cfg(64, bn, 0, occ, hl)
     if bn == 64 and heads_per_group % 2 == 0:
         yield "BL64-BN64-HL2-LAT6-occ3", cfg(64, 64, 6, 3, 2)
+    # FAST: one whole chunk per block, unmasked (aligned problems without seq_idx; the sweep's
+    # inputs are); at chunk 128 the 128 x 128 fp32 score tile is large, so only few blocks per SM
+    if chunk == 64:
+        for occ in (1, 2, 3):
+            yield f"BL64-BN{bn}-FAST-occ{occ}", scan_config(BL=64, BN=bn, FAST=64, occupancy=occ)
+        for lat in (4, 6):
+            yield f"BL64-BN{bn}-FAST-LAT{lat}-occ2", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=2)
+        yield f"BL64-BN{bn}-FAST-PERSIST-occ2", scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=2)
+    elif chunk == 128:
+        yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
 
 
 def plan(shapes=SHAPES, match: str | None = None):

@@ -2,6 +2,7 @@
 
     python scripts/cubin_resources.py a.cubin [b.cubin ...]
     python scripts/cubin_resources.py --compile-scan bfloat16 128 1 2 4    # chunk_scan, BN128, HL 1/2/4
+    python scripts/cubin_resources.py --compile-sweep FAST                 # the sweep's FAST candidates
 
 The toolchain cuTile ships (tileiras) has no resource report and no cuobjdump, so this reads what the
 driver reads: the EIATTR records of the `.nv.info` section, keyed by symbol (REGCOUNT = registers per
@@ -11,7 +12,9 @@ local-memory traffic (spills, or arrays the compiler could not keep in registers
 costs time. `--compile-scan DTYPE BN HL...` compiles chunk_scan_kernel for sm_90 (the table's BL/BP,
 LAT 0, PERSIST 0, occupancy 3) at each HL with cuTile's cache off and prints the seconds and
 resources; `--occ N` sets the occupancy hint, `--out DIR` writes each cubin there. `--same-code A B` says whether
-two cubins hold the same machine code (debug sections and line info aside).
+two cubins hold the same machine code (debug sections and line info aside). `--compile-sweep MATCH`
+compiles the bench sweep's candidates whose label holds MATCH (bf16, sm_90, CUTILE_COMPILE_JOBS
+processes) and prints each one's resources.
 """
 from __future__ import annotations
 
@@ -93,22 +96,50 @@ def text_of(blob: bytes) -> dict[str, bytes]:
     return {nm[len(".text."):]: blob[h[4]:h[4] + h[5]] for nm, h in secs if nm.startswith(".text.")}
 
 
-def compile_scan(dtype: str, bn: int, hl: int, arch: str = "sm_90", occ: int = 3) -> tuple[bytes, float]:
-    """chunk_scan_kernel's cubin at the table's tiles with dstate tile `bn` and HL heads per block."""
+def compile_unit(kernel: str, cfg, dtype: str, arch: str = "sm_90") -> tuple[bytes, float]:
+    """One kernel's cubin at a dispatch Config (its occupancy hint included) and element dtype, with
+    cuTile's cache off, and the seconds it took."""
     import io
     import os
     os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
     from cuda.tile.compilation import export_kernel
     from kernels.cutile import compile_matrix as cm
-    from kernels.cutile.dispatch import Config
-    cfg = Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HL", hl)), occ)
-    unit = cm.Unit("chunk_scan", cfg, dtype)
+    fn = cm._kernel_fn(kernel)
+    if cfg.occupancy:
+        fn = fn.replace_hints(occupancy=cfg.occupancy)
     buf = io.BytesIO()
     t0 = time.time()
-    export_kernel(cm._kernel_fn("chunk_scan").replace_hints(occupancy=occ), [cm.signature(unit)], buf,
-                  gpu_code=arch, output_format="cubin")
+    export_kernel(fn, [cm.signature(cm.Unit(kernel, cfg, dtype))], buf, gpu_code=arch, output_format="cubin")
     return buf.getvalue(), time.time() - t0
+
+
+def compile_scan(dtype: str, bn: int, hl: int, arch: str = "sm_90", occ: int = 3) -> tuple[bytes, float]:
+    """chunk_scan_kernel's cubin at the table's tiles with dstate tile `bn` and HL heads per block."""
+    from kernels.cutile.dispatch import scan_config
+    return compile_unit("chunk_scan", scan_config(BN=bn, HL=hl, occupancy=occ), dtype, arch)
+
+
+def _sweep_unit(item) -> str:
+    kernel, label, cfg = item
+    blob, secs = compile_unit(kernel, cfg, "bfloat16")
+    res = next(iter(resources(blob).values()))
+    return f"{kernel:11s} {label:30s} {secs:6.1f} s  {res}"
+
+
+def compile_sweep(match: str, jobs: int) -> None:
+    """Every distinct (kernel, Config) of the sweep's candidates matching `match` (bench.sweep_cutile
+    --match), compiled for sm_90 in bf16, with its registers, stack frame and shared memory: a spill
+    shows here, before any GPU time is spent on the candidate."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.sweep_cutile import plan
+    items = {(k, str(cfg)): (k, lab, cfg) for _, _, k, lab, cfg in plan(match=match) if cfg is not None}
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        for line in pool.map(_sweep_unit, sorted(items.values(), key=lambda it: (it[0], it[1]))):
+            print(line, flush=True)
 
 
 def main(argv=None) -> int:
@@ -119,6 +150,10 @@ def main(argv=None) -> int:
         print("same machine code" if same else "different machine code", {k[:40]: len(v) for k, v in a.items()},
               {k[:40]: len(v) for k, v in b.items()})
         return 0 if same else 1
+    if args[:1] == ["--compile-sweep"]:
+        import os
+        compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")))
+        return 0
     if args[:1] == ["--compile-scan"]:
         out_dir, occ = None, 3
         if "--out" in args:

@@ -181,7 +181,7 @@ def test_every_config_names_its_kernels_constants_in_order():
 
 
 def _scan_cfg(hl, persist=0):
-    return dispatch.Config((("BL", 64), ("BP", 64), ("BN", 64), ("LAT", 0), ("PERSIST", persist), ("HL", hl)), 2)
+    return dispatch.scan_config(BN=64, PERSIST=persist, HL=hl, occupancy=2)
 
 
 def test_scan_head_loop_falls_back_to_one_head_where_hl_does_not_divide_the_group():
@@ -215,3 +215,21 @@ def test_scan_grid_has_one_block_per_head_block(monkeypatch, h, g, hl, blocks_pe
     assert grid == (tiles_per_head_block * blocks_per_tile, 1, 1)
     assert h // cfg.get("HL") == blocks_per_tile and (h // g) % cfg.get("HL") == 0
     assert args[13] == h // g                           # heads_per_group, as the kernel takes it
+
+
+def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
+    """FAST (one whole chunk per tile, no masks) is a promise the launcher makes to the kernel: any
+    problem that breaks it must run the general path with the same tiles, never the unmasked one."""
+    assert all(cfg.get("FAST") == 0 for k in ("chunk_state", "chunk_scan") for cfg in dispatch.configs(k))
+    for kernel, make in (("chunk_state", dispatch.state_config), ("chunk_scan", dispatch.scan_config)):
+        fast = make(BL=64, FAST=64)
+        assert launcher._fast_config(kernel, fast, 128, 64, False) is fast
+        for seqlen, chunk, has_seq in ((100, 64, False), (128, 64, True), (256, 128, False)):
+            got = launcher._fast_config(kernel, fast, seqlen, chunk, has_seq)
+            assert got.get("FAST") == 0 and got.get("BL") == 64 and got.occupancy == fast.occupancy, (seqlen, chunk)
+        plain = make(BL=64)
+        assert launcher._fast_config(kernel, plain, 100, 64, True) is plain
+        with pytest.raises(ValueError, match="FAST must equal BL"):
+            launcher._fast_config(kernel, make(BL=64, FAST=128), 256, 128, False)
+    with pytest.raises(ValueError, match="HL=1"):
+        launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), 128, 64, False)

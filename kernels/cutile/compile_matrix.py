@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 
 from kernels.cutile import dispatch
-from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
+from kernels.cutile.dispatch import ELEMENT_DTYPES, Config, scan_config
 
 FULL_ARCHS = ("sm_90", "sm_100")
 COVER_ARCHS = ("sm_80", "sm_103", "sm_120")
@@ -52,8 +52,7 @@ def scan_heads_units() -> list[Unit]:
     for hl in (2, 4):
         for bn in (64, 128):
             for occ in (2, 3):
-                cfg = Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", 0), ("PERSIST", 0), ("HL", hl)), occ)
-                out += [Unit("chunk_scan", cfg, dt) for dt in ELEMENT_DTYPES]
+                out += [Unit("chunk_scan", scan_config(BN=bn, HL=hl, occupancy=occ), dt) for dt in ELEMENT_DTYPES]
     return out
 
 

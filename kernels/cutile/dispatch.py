@@ -51,6 +51,16 @@ class Rule:
     config: Config = None
 
 
+def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, BP=64, occupancy=4) -> Config:
+    """A chunk_state Config with its constants in the kernel's order (sweeps, tests, tools)."""
+    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST), occupancy)
+
+
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0, BP=64, occupancy=3) -> Config:
+    """A chunk_scan Config with its constants in the kernel's order (sweeps, tests, tools)."""
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, HL=HL, FAST=FAST), occupancy)
+
+
 def _always(_: Problem) -> bool:
     return True
 
@@ -82,14 +92,14 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     ),
     "chunk_state": (
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
-             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0), occupancy=4)),
+             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0), occupancy=4)),
         Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,
-             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0), occupancy=4)),
-        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0), occupancy=4)),
+             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0), occupancy=4)),
+        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0), occupancy=4)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0, HL=1), occupancy=3)),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0, HL=1), occupancy=3)),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0, HL=1, FAST=0), occupancy=3)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0), occupancy=3)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

@@ -161,13 +161,30 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
     return cs, dtc
 
 
+def _fast_config(kernel: str, cfg: dispatch.Config, seqlen: int, chunk_size: int, has_seq: bool) -> dispatch.Config:
+    """The Config to launch: `cfg`, or `cfg` with FAST=0 when the problem is not one its FAST path
+    serves. FAST = c promises the kernel an aligned problem (seqlen % c == 0) without seq_idx at
+    chunk size c, with one BL = c tile per chunk; a problem outside that runs the general path with
+    the same tiles (the same answer, masked), like _scan_heads_config's fallback. A FAST that does
+    not match the Config's own BL, or that is combined with a head loop, is a table error."""
+    fast = cfg.get("FAST")
+    if fast == 0:
+        return cfg
+    if fast != cfg.get("BL") or (kernel == "chunk_scan" and cfg.get("HL") != 1):
+        raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL and needs HL=1")
+    if fast == chunk_size and seqlen % chunk_size == 0 and not has_seq:
+        return cfg
+    return dispatch.Config(tuple((k, 0 if k == "FAST" else v) for k, v in cfg.constants), cfg.occupancy)
+
+
 def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    cfg = _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h))
+    cfg = _fast_config("chunk_state", _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h)),
+                       l, chunk_size, seq32 is not None)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
@@ -199,6 +216,7 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
     cfg = _scan_heads_config(_config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h)), h // g)
+    cfg = _fast_config("chunk_scan", cfg, l, chunk_size, seq32 is not None)
     bl = cfg.get("BL")
     tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * (h // cfg.get("HL"))
     if cfg.get("PERSIST"):
