@@ -233,3 +233,24 @@ def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
             launcher._fast_config(kernel, make(BL=64, FAST=128), 256, 128, False)
     with pytest.raises(ValueError, match="HL=1"):
         launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), 128, 64, False)
+
+
+def test_config_override_from_the_environment_is_parsed_in_kernel_order_and_bad_text_is_named():
+    got = dispatch.parse_configs(" chunk_scan:BL=64,BN=128,FAST=64,occupancy=2 ; chunk_state:BN=16,SLAT=2 ;")
+    assert got["chunk_scan"] == dispatch.scan_config(BN=128, FAST=64, occupancy=2)
+    assert [n for n, _ in got["chunk_state"].constants] == [n for n, _ in dispatch.configs("chunk_state")[0].constants]
+    assert got["chunk_state"].get("BN") == 16 and got["chunk_state"].get("SLAT") == 2
+    assert dispatch.parse_configs("") == {}
+    for bad, why in (("chunk_scn:BL=64", "is not one of"), ("chunk_scan:BX=64", "BX"),
+                     ("chunk_scan:BL=sixty", "NAME=INT"), ("chunk_scan:BL", "NAME=INT")):
+        with pytest.raises(ValueError, match=why) as e:
+            dispatch.parse_configs(bad)
+        assert dispatch.CONFIG_ENV in str(e.value)
+
+
+def test_reports_record_the_config_override(monkeypatch, pytestconfig):
+    from ssdcheck_plugin import meta
+    monkeypatch.setenv(dispatch.CONFIG_ENV, "chunk_scan:FAST=64")
+    monkeypatch.delenv("TILEGYM_DISABLE_AUTOTUNE", raising=False)
+    env = meta.collect(pytestconfig, profile=None)["env"]
+    assert env[dispatch.CONFIG_ENV] == "chunk_scan:FAST=64" and "TILEGYM_DISABLE_AUTOTUNE" not in env

@@ -61,6 +61,28 @@ def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0, BP=64, occupancy=
     return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, HL=HL, FAST=FAST), occupancy)
 
 
+CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
+
+
+def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
+    """Configs that replace the table for every problem, e.g. to put a sweep candidate through the
+    whole property suite before it becomes a row:
+        chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2
+    Unnamed constants take state_config/scan_config's defaults (the table's common values)."""
+    builders = {"chunk_state": state_config, "chunk_scan": scan_config}
+    out: dict[str, Config] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        kernel, _, body = part.partition(":")
+        if kernel.strip() not in builders:
+            raise ValueError(f"{source}: kernel {kernel.strip()!r} is not one of {sorted(builders)} (in {part!r})")
+        try:
+            kw = {k.strip(): int(v) for k, v in (item.split("=") for item in body.split(",") if item.strip())}
+            out[kernel.strip()] = builders[kernel.strip()](**kw)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{source}: {part!r} is not KERNEL:NAME=INT,...: {e}") from None
+    return out
+
+
 def _always(_: Problem) -> bool:
     return True
 

@@ -34,6 +34,7 @@ state does not cross into the next sequence. NaN in B, C, dt or A spreads likewi
 from __future__ import annotations
 
 import math
+import os
 from typing import Sequence
 
 import torch
@@ -49,8 +50,9 @@ CHUNK_SIZES = (64, 128, 256)
 POW2_DIMS = (16, 32, 64, 128, 256)
 _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
-# A config override for experiments: {kernel name: dispatch.Config}; None uses the table.
-_OVERRIDE: dict[str, dispatch.Config] = {}
+# A config override for experiments: {kernel name: dispatch.Config}; absent kernels use the table.
+# $SSDCHECK_CUTILE_CONFIG fills it for a whole run (dispatch.parse_configs; reports record it).
+_OVERRIDE: dict[str, dispatch.Config] = dispatch.parse_configs(os.environ.get(dispatch.CONFIG_ENV, ""))
 
 
 class CutileUnavailable(RuntimeError):
