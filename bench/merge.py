@@ -168,6 +168,8 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
         untuned = [v for v in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC") if e.get(v)]
         if untuned:
             out.append(f"| ↳ untuned run: {', '.join(f'{v}={e[v]}' for v in untuned)} |||||||||||||")
+        if e.get("SSDCHECK_CUTILE_CONFIG"):
+            out.append(f"| ↳ cutile off its dispatch table: SSDCHECK_CUTILE_CONFIG={e['SSDCHECK_CUTILE_CONFIG']} |||||||||||||")
     if png:
         out += ["", f"![speedup over mamba_ssm]({os.path.basename(png)})"]
     elif png_note:

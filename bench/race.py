@@ -196,7 +196,8 @@ def environment() -> dict:
            "triton": _version("triton"), "cuda_tile": _version("cuda-tile"), "tilegym": _version("tilegym"),
            "host": platform.node(),
            "TILEGYM_DISABLE_AUTOTUNE": os.environ.get("TILEGYM_DISABLE_AUTOTUNE"),
-           "MAMBA_DETERMINISTIC": os.environ.get("MAMBA_DETERMINISTIC")}
+           "MAMBA_DETERMINISTIC": os.environ.get("MAMBA_DETERMINISTIC"),
+           "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG")}   # cutile not at its table
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, sms=props.multi_processor_count,

@@ -162,6 +162,11 @@ def test_merge_writes_tables_plot_and_notes(tmp_path):
     assert "**NO**" in md                                           # the failed check is visible
     assert "b2-l32768-h32-p64-n128-g1 cutile [n128]: failed" in md  # what did not run, and why
     assert "## Repeated measurements" in md and "n128: 0.450, tg128: 0.460" in md
+    assert "off its dispatch table" not in md
+    c["env"]["SSDCHECK_CUTILE_CONFIG"] = "chunk_scan:FAST=64"
+    (tmp_path / "runs" / "n64.json").write_text(json.dumps(c))
+    assert merge.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    assert "SSDCHECK_CUTILE_CONFIG=chunk_scan:FAST=64" in (tmp_path / "out" / "bench.md").read_text()
     merged = json.loads((tmp_path / "out" / "merged.json").read_text())
     assert len(merged["runs"]) == 3
     assert {(r["id"], r["impl"]) for r in merged["rows"]} >= {(s1.id, "tilegym"), (s2.id, "mamba-ssm")}
