@@ -27,11 +27,15 @@ PINNED: SSDProblem | None = None   # set by conftest's --ssd-problem: every draw
 @st.composite
 def seqlens(draw, chunk_size: int, max_len: int, multiple_of_chunk: bool = False):
     """Seqlen biased to the edges: one off a multiple of the chunk (two chunks or more, so states pass
-    between chunks), anywhere, or shorter than a chunk. The first option is what Hypothesis draws
-    first and shrinks towards, so it is the regime that exercises the most: several chunks."""
+    between chunks), a whole number of chunks (the common case in models, and the domain of the cuTile
+    kernels' unmasked FAST path), anywhere, or shorter than a chunk. The first option is what
+    Hypothesis draws first and shrinks towards, so it is the regime that exercises the most: several
+    chunks."""
     if multiple_of_chunk:
         return chunk_size * draw(st.integers(1, max(1, max_len // chunk_size)))
-    kind = draw(st.sampled_from(["near_edge", "near_edge", "any", "short"]))
+    kind = draw(st.sampled_from(["near_edge", "near_edge", "aligned", "any", "short"]))
+    if kind == "aligned":
+        return chunk_size * draw(st.integers(1, max(1, max_len // chunk_size)))
     if kind == "short":
         return draw(st.integers(1, chunk_size))
     if kind == "near_edge":
@@ -148,5 +152,6 @@ def _precision_regime(problem: SSDProblem, info, gpu: bool):
 def tally(problem: SSDProblem) -> dict[str, bool]:
     """Features whose frequency a GPU report must show (each in at least 10% of examples)."""
     return {"seq_idx": problem.uses_seq_idx, "partial_last_chunk": problem.partial_last_chunk,
+            "aligned_no_seq_idx": not problem.partial_last_chunk and not problem.uses_seq_idx,
             "strong_decay": problem.decay >= 10.0, "ngroups>1": problem.ngroups > 1,
             "headdim!=dstate": problem.headdim != problem.dstate}
