@@ -43,9 +43,10 @@ def test_matrix_holds_every_config_the_launcher_can_choose():
             for n in (16, 32, 64, 128, 256):
                 for chunk in (64, 128, 256):
                     for bh in (1, 8, 64, 256, 4096):
-                        prob = dispatch.Problem(dtype, p, n, chunk, bh)
-                        for kernel in dispatch.KERNEL_NAMES:
-                            assert cm.Unit(kernel, dispatch.choose(kernel, prob), dtype) in units
+                        for aligned in (False, True):
+                            prob = dispatch.Problem(dtype, p, n, chunk, bh, aligned)
+                            for kernel in dispatch.KERNEL_NAMES:
+                                assert cm.Unit(kernel, dispatch.choose(kernel, prob), dtype) in units
 
 
 def test_covering_set_holds_every_constant_value():

@@ -7,6 +7,7 @@ the contract, and every unsupported or malformed argument raises a ValueError na
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 
 import pytest
@@ -132,13 +133,16 @@ def test_dispatch_table_chooses_for_every_supported_problem():
     for dtype in dispatch.ELEMENT_DTYPES:
         for p in (16, 32, 64, 128, 256):
             for n in (16, 32, 64, 128, 256):
-                for bh in (1, 32, 256, 100_000):
-                    for chunk in cutile.INFO.chunk_sizes:
-                        prob = dispatch.Problem(dtype, p, n, chunk, bh)
-                        for kernel in dispatch.KERNEL_NAMES:
-                            bl = dispatch.choose(kernel, prob).get("BL")
-                            # every kernel walks a chunk in whole BL tiles; only chunk_state leaves 64
-                            assert chunk % bl == 0 and (bl == 64 or kernel == "chunk_state")
+                for bh, chunk, aligned in itertools.product((1, 32, 256, 100_000), cutile.INFO.chunk_sizes,
+                                                            (False, True)):
+                    prob = dispatch.Problem(dtype, p, n, chunk, bh, aligned)
+                    for kernel in dispatch.KERNEL_NAMES:
+                        cfg = dispatch.choose(kernel, prob)
+                        # every kernel walks a chunk in whole BL tiles; only chunk_state leaves 64
+                        assert chunk % cfg.get("BL") == 0 and (cfg.get("BL") == 64 or kernel == "chunk_state")
+                        # a FAST row serves only the problems its launch-time promise holds for
+                        fast = dict(cfg.constants).get("FAST", 0)
+                        assert fast == 0 or (aligned and fast == chunk == cfg.get("BL")), (kernel, prob, cfg)
     # small batch*heads gets narrower dstate tiles (more blocks for the sequential state scan)
     few = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 32))
     many = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 1024))

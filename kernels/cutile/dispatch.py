@@ -28,6 +28,7 @@ class Problem:
     dstate: int
     chunk_size: int
     batch_heads: int = 1  # batch * nheads: the independent sequences the state scan runs over
+    aligned: bool = False  # seqlen % chunk_size == 0 and no seq_idx: a FAST row (FAST = chunk_size) may serve it
 
 
 @dataclass(frozen=True)

@@ -185,8 +185,9 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     nchunks = -(-l // chunk_size)
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    cfg = _fast_config("chunk_state", _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h)),
-                       l, chunk_size, seq32 is not None)
+    aligned = l % chunk_size == 0 and seq32 is None
+    cfg = _fast_config("chunk_state", _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h,
+                                                                     aligned)), l, chunk_size, seq32 is not None)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
@@ -217,7 +218,9 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
-    cfg = _scan_heads_config(_config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h)), h // g)
+    aligned = l % chunk_size == 0 and seq32 is None
+    cfg = _scan_heads_config(_config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h, aligned)),
+                             h // g)
     cfg = _fast_config("chunk_scan", cfg, l, chunk_size, seq32 is not None)
     bl = cfg.get("BL")
     tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * (h // cfg.get("HL"))
