@@ -111,14 +111,16 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                        PF: ct.Constant[int], LAT: ct.Constant[int], SLAT: ct.Constant[int],
-                       FAST: ct.Constant[int]):
+                       FAST: ct.Constant[int], SPLIT: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b). SLAT: latency hint of the state stores (0: none).
     FAST = chunk_size (= BL): the launcher vouches that seqlen % chunk_size == 0 and there is no
     seq_idx, and _state_chunks runs (no masks, one tile per chunk); FAST = 0: _state_tiles.
+    SPLIT (FAST path only; the general path ignores it): 1 computes each chunk's product from zero
+    and adds it to the decayed carried state, 0 accumulates the product into the decayed state.
     """
     if FAST != 0:
         _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
-                      BP, BN, FAST, LAT, SLAT)
+                      BP, BN, FAST, LAT, SLAT, SPLIT)
     else:
         _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
                      seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq, BL, BP, BN, PF, LAT, SLAT)
@@ -127,11 +129,13 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 @_relocatable
 def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
                   BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                  LAT: ct.Constant[int], SLAT: ct.Constant[int]):
+                  LAT: ct.Constant[int], SLAT: ct.Constant[int], SPLIT: ct.Constant[int]):
     """chunk_state_kernel on an aligned problem without seq_idx: one CH-token tile per chunk and a
     straight-line loop body (store the state entering chunk c, load its operands, decay, one mma);
     no position or sequence masks, no sub-tile bookkeeping, the chunk-end decay taken from the
-    loaded cs tile instead of a separate scalar load. Same arithmetic as _state_tiles at BL = CH."""
+    loaded cs tile instead of a separate scalar load. Same arithmetic as _state_tiles at BL = CH.
+    SPLIT=1: the chunk's product starts from zero and is added after, so successive products do not
+    wait on each other's accumulator (one more fp32 add per element; other rounding, not other math)."""
     col = ct.bid(0)
     head = ct.bid(1)
     bi = ct.bid(2)
@@ -153,7 +157,11 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group,
         cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
         end = ct.extract(cst, (CH - 1,), shape=(1,))
         scaled = (bt.astype(ct.float32) * (ct.exp2(end - cst) * dtt)[:, None]).astype(x.dtype)
-        carried = ct.mma(ct.transpose(xt), scaled, carried * ct.exp2(end).reshape((1, 1)))
+        if SPLIT != 0:
+            own = ct.mma(ct.transpose(xt), scaled, ct.zeros((BP, BN), ct.float32))
+            carried = carried * ct.exp2(end).reshape((1, 1)) + own
+        else:
+            carried = ct.mma(ct.transpose(xt), scaled, carried * ct.exp2(end).reshape((1, 1)))
     ct.store(final, (bi, head, ptile, ntile), carried.reshape((1, 1, BP, BN)), latency=_lat(SLAT))
 
 
