@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from bench import merge, race, roofline
 from bench.shapes import CHUNKS, GROUPS, ORDER, SEQS, Shape, grid
@@ -277,3 +278,22 @@ def test_tilegym_budget_estimate_is_long_only_for_a_processs_first_tuning(tmp_pa
     assert runner.tilegym_estimate(shape, 64) == race.TILEGYM_TUNE_EST_S
     runner.tilegym_called = True
     assert runner.tilegym_estimate(shape, 64) == race.TILEGYM_RETUNE_EST_S < race.TILEGYM_TUNE_EST_S
+
+
+def test_stages_plan_covers_the_recorded_tilegym_shapes_and_guards_its_preconditions(capsys):
+    from bench import stages
+    shapes = stages.default_shapes()
+    assert len(shapes) == 6 and all(s.seqlen % stages.TILEGYM_CHUNK == 0 for s in shapes)
+    recorded = {e["context"]["shape"] for e in json.loads(open("reports/tilegym-tuning-h200.json").read())["entries"]}
+    # TileGym's recorded choices are all for these shapes (b8-l2048 n64's was lost in session 11: it tunes)
+    assert recorded <= {s.id for s in shapes} and len(recorded) >= 5
+    p = stages.plan(shapes[:1])
+    assert [(i, c) for i, _, c in p] == [("cutile", 64), ("cutile", 128), ("tilegym", 64)]
+    assert stages.main(["--list", "--only", "n64"]) == 0 and "tilegym  b2-l32768-h32-p64-n64-g1 cs64" in capsys.readouterr().out
+    if not torch.cuda.is_available():
+        assert stages.main(["--out", "/tmp/x"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+    doc = {"rows": [{"impl": "cutile", "shape": "s", "chunk": 64, "cumsum_ms": 0.01, "state_ms": 0.1, "scan_ms": 0.2,
+                     "forward_ms": 0.31, "err_vs_other": None},
+                    {"impl": "tilegym", "shape": "s", "chunk": 64, "error": "boom"}]}
+    text = stages.table(doc)
+    assert "(first)" in text and "boom" in text and "0.310" in text
