@@ -145,7 +145,7 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group,
     grp = head // heads_per_group
     carried = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
-        carried = ct.load(init, (bi, head, ptile, ntile), shape=(1, 1, BP, BN)).reshape((BP, BN))
+        carried = ct.load(init, (bi, head, ptile, ntile), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
     for c in range(nchunks):
         ct.store(states, (bi, c, head, ptile, ntile), carried.reshape((1, 1, 1, BP, BN)).astype(states.dtype),
                  latency=_lat(SLAT))
