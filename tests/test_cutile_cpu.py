@@ -258,3 +258,13 @@ def test_reports_record_the_config_override(monkeypatch, pytestconfig):
     monkeypatch.delenv("TILEGYM_DISABLE_AUTOTUNE", raising=False)
     env = meta.collect(pytestconfig, profile=None)["env"]
     assert env[dispatch.CONFIG_ENV] == "chunk_scan:FAST=64" and "TILEGYM_DISABLE_AUTOTUNE" not in env
+
+
+def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
+    big = dispatch.state_config(BL=128, BN=32, FAST=128, occupancy=2)
+    monkeypatch.setattr(launcher, "_OVERRIDE", {"chunk_state": big})
+    at = {c: launcher._config("chunk_state", dispatch.Problem("bfloat16", 64, 64, c, 64, True)) for c in (64, 128, 256)}
+    assert at[128] is big and at[256] is big                     # FAST falls back later, at launch (chunk 256)
+    assert at[64] == dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 64, True))
+    assert launcher._config("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64)) == \
+        dispatch.choose("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64))

@@ -69,7 +69,8 @@ def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
     """Configs that replace the table for every problem, e.g. to put a sweep candidate through the
     whole property suite before it becomes a row:
         chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2
-    Unnamed constants take state_config/scan_config's defaults (the table's common values)."""
+    Unnamed constants take state_config/scan_config's defaults (the table's common values). A
+    config applies to the problems whose chunk size its BL divides; the others keep the table."""
     builders = {"chunk_state": state_config, "chunk_scan": scan_config}
     out: dict[str, Config] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):

@@ -114,7 +114,11 @@ def _check_dims(headdim: int, dstate: int, chunk_size: int) -> None:
 
 
 def _config(kernel: str, problem: Problem) -> dispatch.Config:
-    return _OVERRIDE.get(kernel) or dispatch.choose(kernel, problem)
+    """The override where it fits (its token tile BL divides the chunk size), else the table."""
+    cfg = _OVERRIDE.get(kernel)
+    if cfg is not None and problem.chunk_size % dict(cfg.constants).get("BL", 1) == 0:
+        return cfg
+    return dispatch.choose(kernel, problem)
 
 
 _HINTED: dict = {}
