@@ -78,7 +78,7 @@ def grid(dstates=DSTATES, nheads=NHEADS, ngroups=NGROUPS, seqs=SEQS) -> tuple[Sh
 def _tilegym_group(n: int) -> Group:
     shapes = (Shape(8, 2048, 32, n, 1), Shape(2, 32768, 32, n, 1))
     return Group(f"tg{n}", shapes, IMPLS, chunks={"tilegym": (64,)},
-                 tilegym_shapes=tuple(s.id for s in shapes), est_min=8.5,
+                 tilegym_shapes=tuple(s.id for s in shapes), est_min=5.0,
                  note=f"TileGym autotuned at 2 shapes (dstate {n}), with mamba_ssm and cutile on the same inputs")
 
 
@@ -87,12 +87,12 @@ GROUPS: dict[str, Group] = {
                    chunks={"mamba-ssm": (64,), "tilegym": (64,)},
                    tilegym_shapes=(Shape(2, 2048, 32, 64, 1).id,), est_min=4.0,
                    note="end-to-end check of the bench: mamba_ssm and TileGym (autotuned) at one small shape, chunk 64"),
-    **{f"n{n}": Group(f"n{n}", grid(dstates=(n,)), ("mamba-ssm", "cutile"), est_min=6.0,
+    **{f"n{n}": Group(f"n{n}", grid(dstates=(n,)), ("mamba-ssm", "cutile"), est_min=2.5,
                       note=f"all 20 shapes of dstate {n}: mamba_ssm and cutile at chunk 64/128/256")
        for n in DSTATES},
     **{f"tg{n}": _tilegym_group(n) for n in DSTATES},
     "tgchunk": Group("tgchunk", (Shape(4, 8192, 32, 128, 1),), IMPLS, chunks={"tilegym": (64, 128)},
-                     tilegym_shapes=(Shape(4, 8192, 32, 128, 1).id,), est_min=8.0,
+                     tilegym_shapes=(Shape(4, 8192, 32, 128, 1).id,), est_min=5.0,
                      note="TileGym at chunk 64 and 128 on one shape: checks the chunk-64 choice of the tg groups"),
 }
 
