@@ -40,6 +40,7 @@ CATEGORIES = {
 CATALOGS = {
     "torch_ref": "mutation.catalog_torch_ref",
     "cutile": "mutation.catalog_cutile",
+    "cutile_fast": "mutation.catalog_cutile_fast",
 }
 
 
@@ -74,6 +75,7 @@ class Catalog:
     name: str
     impl: str
     mutants: tuple[Mutant, ...]
+    env: tuple[tuple[str, str], ...] = ()   # environment the baseline and every mutant run with
 
     def by_id(self, mutant_id: str) -> Mutant:
         for m in self.mutants:
@@ -92,7 +94,8 @@ def load_catalog(name: str) -> Catalog:
     if name not in CATALOGS:
         raise ValueError(f"--catalog: unknown catalog {name!r}; known: {', '.join(CATALOGS)}")
     module = importlib.import_module(CATALOGS[name])
-    return Catalog(name=name, impl=module.IMPL, mutants=tuple(module.MUTANTS))
+    return Catalog(name=name, impl=module.IMPL, mutants=tuple(module.MUTANTS),
+                   env=tuple(sorted(getattr(module, "ENV", {}).items())))
 
 
 def check_catalog(catalog: Catalog, root: Path) -> list[str]:

@@ -420,6 +420,7 @@ class Report:
             "total_seconds": round(self.seconds, 1), "jobs": self.jobs, "budget_s": self.budget_s,
             "matrix": self.matrix, "isolation": self.isolation, "patches": [str(p) for p in self.patches],
             "seed": self.seed,
+            "env": {k: v for k, v in os.environ.items() if k.startswith("SSDCHECK_") and "MUTATION" not in k},
             "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix)),
         }
 
@@ -676,6 +677,9 @@ def main(argv=None) -> int:
         args.budget_s = 900.0 if args.compile_only else 60.0
 
     catalog = load_catalog(args.catalog)
+    # a catalog's environment (e.g. a config override that puts the code it mutates on the path the
+    # suite runs) reaches the baseline and every mutant through _child_env's copy of os.environ
+    os.environ.update(dict(catalog.env))
     if args.list:
         for m in catalog.mutants:
             eq = " [equivalent]" if m.equivalent else ""

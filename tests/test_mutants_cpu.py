@@ -27,10 +27,11 @@ def test_catalog_snippets_apply_exactly_once(name):
     assert not problems, f"catalog {name}: {len(problems)} problem(s):\n" + "\n".join(problems)
 
 
-def test_cutile_mutants_keep_the_line_numbers_of_the_kernels_they_do_not_touch():
+@pytest.mark.parametrize("name", ["cutile", "cutile_fast"])
+def test_cutile_mutants_keep_the_line_numbers_of_the_kernels_they_do_not_touch(name):
     """The compile cache keys on debug info (line numbers too): a mutant that moved the lines after it
     would recompile every later kernel on the GPU, for nothing."""
-    catalog = load_catalog("cutile")
+    catalog = load_catalog(name)
     for m in catalog.mutants:
         src = (ROOT / m.file).read_text()
         if m.replacement.count("\n") <= m.original.count("\n"):
@@ -79,3 +80,14 @@ def test_cutile_compile_only_tells_a_compiling_mutant_from_a_broken_one():
     assert base is None
     assert ok.status == "compiles" and ok.compiled and all(u.startswith("chunk_cumsum[") for u in ok.compiled), ok
     assert bad.status == "invalid (does not compile)" and "chunk_cumsum" in bad.error, bad
+
+
+def test_a_catalog_environment_puts_its_code_on_the_path_the_suite_runs():
+    """cutile_fast mutates the FAST paths, which no table row selects: its ENV overrides the config so
+    the suite's aligned chunk-64 problems run them, and that override must parse and select FAST."""
+    from kernels.cutile import dispatch
+    catalog = load_catalog("cutile_fast")
+    env = dict(catalog.env)
+    configs = dispatch.parse_configs(env[dispatch.CONFIG_ENV])
+    assert {k: c.get("FAST") for k, c in configs.items()} == {"chunk_state": 64, "chunk_scan": 64}
+    assert load_catalog("cutile").env == ()                      # the table's own catalog runs the table

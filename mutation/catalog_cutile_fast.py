@@ -1,0 +1,77 @@
+"""Mutants of the cuTile FAST paths (kernels.py `_state_chunks`, `_scan_chunk`; launcher `_fast_config`).
+
+The FAST paths run only where a dispatch config asks for them (FAST = chunk size) and only on aligned
+problems without seq_idx (seqlen % chunk == 0). No table row asks yet, so this catalog runs the suite
+with ENV's config override: FAST at chunk 64 for both kernels, i.e. on the drawn problems at chunk 64
+that are aligned and have no seq_idx (about a third of the aligned draws, which are 15% of GPU draws);
+every other problem runs the general path with the override's tiles (BN 32 / 128 at occupancy 2).
+A surviving mutant here means the suite draws too few FAST problems or checks them too loosely.
+Running them needs a GPU: `python -m mutation.run --catalog cutile_fast --budget-s 300`.
+"""
+from __future__ import annotations
+
+from mutation.catalog import Mutant
+
+IMPL = "cutile"
+K = "kernels/cutile/kernels.py"
+LAUNCHER = "kernels/cutile/launcher.py"
+
+ENV = {"SSDCHECK_CUTILE_CONFIG": "chunk_state:BL=64,BN=32,FAST=64,occupancy=2;"
+                                 "chunk_scan:BL=64,BN=128,FAST=64,occupancy=2"}
+
+
+def _m(id, category, description, original, replacement, equivalent=None, file=K):
+    return Mutant(id=id, file=file, original=original, replacement=replacement, description=description,
+                  category=category, equivalent=equivalent)
+
+
+MUTANTS = (
+    # ------------------------------------------------------------------ _state_chunks
+    _m("fs_end_row", "decay",
+       "chunk-end decay read one token early (the extract index off by one)",
+       "end = ct.extract(cst, (CH - 1,), shape=(1,))",
+       "end = ct.extract(cst, (CH - 2,), shape=(1,))"),
+    _m("fs_weight_sign", "decay",
+       "chunk-state weights 2^(cs_j - cs_end) instead of 2^(cs_end - cs_j)",
+       "ct.exp2(end - cst) * dtt",
+       "ct.exp2(cst - end) * dtt"),
+    _m("fs_dt_dropped", "dt",
+       "dt left out of the chunk-state weights",
+       "ct.exp2(end - cst) * dtt",
+       "ct.exp2(end - cst)"),
+    _m("fs_state_not_decayed", "state",
+       "the carried state enters the next chunk without the chunk's decay",
+       "carried = ct.mma(ct.transpose(xt), scaled, carried * ct.exp2(end).reshape((1, 1)))",
+       "carried = ct.mma(ct.transpose(xt), scaled, carried)"),
+    _m("fs_group_zero", "layout",
+       "every head reads group 0's B (ngroups > 1 broken)",
+       "    grp = head // heads_per_group\n    carried = ct.zeros((BP, BN), ct.float32)",
+       "    grp = 0 * head\n    carried = ct.zeros((BP, BN), ct.float32)"),
+    # ------------------------------------------------------------------ _scan_chunk
+    _m("fc_state_not_decayed", "state",
+       "C . S_in not decayed to the row's position",
+       "    yt = yt * ct.exp2(cst)[:, None]\n",
+       "\n"),
+    _m("fc_diagonal_dropped", "tiling",
+       "causal mask strict: a token does not see itself",
+       "tok[:, None] >= tok[None, :]",
+       "tok[:, None] > tok[None, :]"),
+    _m("fc_mask_flipped", "tiling",
+       "anti-causal mask: rows see later tokens",
+       "tok[:, None] >= tok[None, :]",
+       "tok[:, None] <= tok[None, :]"),
+    _m("fc_dt_of_row", "dt",
+       "intra-chunk weight takes dt of the output row instead of the source token",
+       "scores * ct.exp2(cst[:, None] - cst[None, :]) * dtt[None, :]",
+       "scores * ct.exp2(cst[:, None] - cst[None, :]) * dtt[:, None]"),
+    _m("fc_d_dropped", "output",
+       "D skip term left out",
+       "yt = yt + xt.astype(ct.float32) * ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)",
+       "yt = yt"),
+    # ------------------------------------------------------------------ the launcher's promise
+    _m("fl_seq_idx_ignored", "seq_idx",
+       "FAST path also taken with seq_idx: sequence boundaries ignored inside a chunk and across chunks",
+       "if fast == chunk_size and seqlen % chunk_size == 0 and not has_seq:",
+       "if fast == chunk_size and seqlen % chunk_size == 0:",
+       file=LAUNCHER),
+)
