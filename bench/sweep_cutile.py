@@ -69,6 +69,10 @@ def state_candidates(chunk: int, dstate: int):
     for occ in (2, 4):
         yield (f"BL{chunk}-BN32-FAST-LAT4-SLAT2-occ{occ}",
                state_config(BL=chunk, BN=32, LAT=4, SLAT=2, FAST=chunk, occupancy=occ))
+    # SWAP: the state carried transposed, (B w)^T x, as TileGym's tuner chose at 8x2K (BLOCK_STATE 64)
+    for bn in (32, 64):
+        if bn <= dstate:
+            yield (f"BL{chunk}-BN{bn}-FAST-SWAP-occ2", state_config(BL=chunk, BN=bn, FAST=chunk, SWAP=1, occupancy=2))
     # SPLIT: each chunk's product from zero, added to the decayed state (products independent)
     for bn in (16, 32):
         if bn <= dstate:

@@ -52,9 +52,9 @@ class Rule:
     config: Config = None
 
 
-def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, BP=64, occupancy=4) -> Config:
+def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, BP=64, occupancy=4) -> Config:
     """A chunk_state Config with its constants in the kernel's order (sweeps, tests, tools)."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT), occupancy)
+    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP), occupancy)
 
 
 def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0, BP=64, occupancy=3) -> Config:
@@ -116,10 +116,10 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     ),
     "chunk_state": (
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
-             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0), occupancy=4)),
+             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
         Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,
-             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0), occupancy=4)),
-        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0), occupancy=4)),
+             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
+        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
     ),
     "chunk_scan": (
         Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0, HL=1, FAST=0), occupancy=3)),

@@ -111,16 +111,18 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                        PF: ct.Constant[int], LAT: ct.Constant[int], SLAT: ct.Constant[int],
-                       FAST: ct.Constant[int], SPLIT: ct.Constant[int]):
+                       FAST: ct.Constant[int], SPLIT: ct.Constant[int], SWAP: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b). SLAT: latency hint of the state stores (0: none).
     FAST = chunk_size (= BL): the launcher vouches that seqlen % chunk_size == 0 and there is no
     seq_idx, and _state_chunks runs (no masks, one tile per chunk); FAST = 0: _state_tiles.
     SPLIT (FAST path only; the general path ignores it): 1 computes each chunk's product from zero
     and adds it to the decayed carried state, 0 accumulates the product into the decayed state.
+    SWAP (FAST path only): 1 carries the state transposed, (BN, BP) = (B w)^T x, stored and loaded
+    through a permuted tile space so memory keeps the (p, n) layout; 0 carries x^T (B w).
     """
     if FAST != 0:
         _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
-                      BP, BN, FAST, LAT, SLAT, SPLIT)
+                      BP, BN, FAST, LAT, SLAT, SPLIT, SWAP)
     else:
         _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
                      seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq, BL, BP, BN, PF, LAT, SLAT)
@@ -129,7 +131,8 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 @_relocatable
 def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
                   BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                  LAT: ct.Constant[int], SLAT: ct.Constant[int], SPLIT: ct.Constant[int]):
+                  LAT: ct.Constant[int], SLAT: ct.Constant[int], SPLIT: ct.Constant[int],
+                  SWAP: ct.Constant[int]):
     """chunk_state_kernel on an aligned problem without seq_idx: one CH-token tile per chunk and a
     straight-line loop body (store the state entering chunk c, load its operands, decay, one mma);
     no position or sequence masks, no sub-tile bookkeeping, the chunk-end decay taken from the
@@ -143,12 +146,18 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group,
     ptile = col // n_cols
     ntile = col % n_cols
     grp = head // heads_per_group
-    carried = ct.zeros((BP, BN), ct.float32)
+    # SWAP: the (BN, BP) transpose of the state, in the tile space of (b, h, n, p) / (b, c, h, n, p)
+    rows, cols = (BN, BP) if SWAP != 0 else (BP, BN)
+    at = (ntile, ptile) if SWAP != 0 else (ptile, ntile)
+    perm4 = (0, 1, 3, 2) if SWAP != 0 else (0, 1, 2, 3)
+    perm5 = (0, 1, 2, 4, 3) if SWAP != 0 else (0, 1, 2, 3, 4)
+    carried = ct.zeros((rows, cols), ct.float32)
     if has_init != 0:
-        carried = ct.load(init, (bi, head, ptile, ntile), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+        carried = ct.load(init, (bi, head, at[0], at[1]), shape=(1, 1, rows, cols), order=perm4,
+                          padding_mode=ZERO).reshape((rows, cols))
     for c in range(nchunks):
-        ct.store(states, (bi, c, head, ptile, ntile), carried.reshape((1, 1, 1, BP, BN)).astype(states.dtype),
-                 latency=_lat(SLAT))
+        ct.store(states, (bi, c, head, at[0], at[1]), carried.reshape((1, 1, 1, rows, cols)).astype(states.dtype),
+                 order=perm5, latency=_lat(SLAT))
         xt = ct.load(x, (bi, c, head, ptile), shape=(1, CH, 1, BP), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((CH, BP))
         bt = ct.load(Bm, (bi, c, grp, ntile), shape=(1, CH, 1, BN), padding_mode=ZERO,
@@ -157,12 +166,13 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group,
         cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
         end = ct.extract(cst, (CH - 1,), shape=(1,))
         scaled = (bt.astype(ct.float32) * (ct.exp2(end - cst) * dtt)[:, None]).astype(x.dtype)
+        lhs, rhs = (ct.transpose(scaled), xt) if SWAP != 0 else (ct.transpose(xt), scaled)
         if SPLIT != 0:
-            own = ct.mma(ct.transpose(xt), scaled, ct.zeros((BP, BN), ct.float32))
+            own = ct.mma(lhs, rhs, ct.zeros((rows, cols), ct.float32))
             carried = carried * ct.exp2(end).reshape((1, 1)) + own
         else:
-            carried = ct.mma(ct.transpose(xt), scaled, carried * ct.exp2(end).reshape((1, 1)))
-    ct.store(final, (bi, head, ptile, ntile), carried.reshape((1, 1, BP, BN)), latency=_lat(SLAT))
+            carried = ct.mma(lhs, rhs, carried * ct.exp2(end).reshape((1, 1)))
+    ct.store(final, (bi, head, at[0], at[1]), carried.reshape((1, 1, rows, cols)), order=perm4, latency=_lat(SLAT))
 
 
 @_relocatable
