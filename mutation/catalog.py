@@ -70,6 +70,15 @@ class Mutant:
         path.write_text(self.apply(path.read_text()))
 
 
+def maker(default_file: str):
+    """A catalog's short Mutant constructor: positional id, category, description, original,
+    replacement; `file` defaults to the catalog's main kernel file."""
+    def make(id, category, description, original, replacement, equivalent=None, file=default_file):
+        return Mutant(id=id, file=file, original=original, replacement=replacement, description=description,
+                      category=category, equivalent=equivalent)
+    return make
+
+
 @dataclass(frozen=True)
 class Catalog:
     name: str

@@ -15,16 +15,14 @@ untabled and has no mutants); varlen_state with BP=BN=64.
 """
 from __future__ import annotations
 
-from mutation.catalog import Mutant
+from mutation.catalog import maker
 
 IMPL = "cutile"
 K = "kernels/cutile/kernels.py"
 LAUNCHER = "kernels/cutile/launcher.py"
 
 
-def _m(id, category, description, original, replacement, equivalent=None, file=K):
-    return Mutant(id=id, file=file, original=original, replacement=replacement, description=description,
-                  category=category, equivalent=equivalent)
+_m = maker(K)
 
 
 MUTANTS = (

@@ -10,7 +10,7 @@ Running them needs a GPU: `python -m mutation.run --catalog cutile_fast --budget
 """
 from __future__ import annotations
 
-from mutation.catalog import Mutant
+from mutation.catalog import maker
 
 IMPL = "cutile"
 K = "kernels/cutile/kernels.py"
@@ -20,9 +20,7 @@ ENV = {"SSDCHECK_CUTILE_CONFIG": "chunk_state:BL=64,BN=32,FAST=64,occupancy=2;"
                                  "chunk_scan:BL=64,BN=128,FAST=64,occupancy=2"}
 
 
-def _m(id, category, description, original, replacement, equivalent=None, file=K):
-    return Mutant(id=id, file=file, original=original, replacement=replacement, description=description,
-                  category=category, equivalent=equivalent)
+_m = maker(K)
 
 
 MUTANTS = (

@@ -6,15 +6,13 @@ killed by `tests/test_properties.py --hypothesis-profile=mutant`.
 """
 from __future__ import annotations
 
-from mutation.catalog import Mutant
+from mutation.catalog import maker
 
 IMPL = "torch-ref"
 FILE = "kernels/torch_ref.py"
 
 
-def _m(id, category, description, original, replacement, equivalent=None):
-    return Mutant(id=id, file=FILE, original=original, replacement=replacement, description=description,
-                  category=category, equivalent=equivalent)
+_m = maker(FILE)
 
 
 MUTANTS = (
