@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -509,13 +510,19 @@ open(sys.argv[1], "w").write(json.dumps(res))
 """ % COMPILE_ARCH
 
 
+# CPython 3.11's parser is not safe across threads ("SystemError: AST constructor recursion depth
+# mismatch", seen in CI from compile_catalog's worker threads): one parse at a time.
+_PARSE_LOCK = threading.Lock()
+
+
 def touched_kernels(mutant: Mutant | None, root: Path) -> list[str]:
     """The cuTile kernels whose code the mutant changes (every kernel for the baseline or module-level
     code; none for a mutant outside kernels.py): the @ct.kernel holding the snippet, or every kernel
     that calls the helper holding it."""
     import ast
     src = (root / KERNELS_FILE).read_text()
-    funcs = [n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)]
+    with _PARSE_LOCK:
+        funcs = [n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)]
     kernels = {f.name: f for f in funcs if f.name.endswith("_kernel")}
     every = [k.removesuffix("_kernel") for k in kernels]
     if mutant is None:
