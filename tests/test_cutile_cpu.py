@@ -245,8 +245,11 @@ def test_config_override_from_the_environment_is_parsed_in_kernel_order_and_bad_
     assert [n for n, _ in got["chunk_state"].constants] == [n for n, _ in dispatch.configs("chunk_state")[0].constants]
     assert got["chunk_state"].get("BN") == 16 and got["chunk_state"].get("SLAT") == 2
     assert dispatch.parse_configs("") == {}
+    per_chunk = dispatch.parse_configs("chunk_state@128:BL=128,FAST=128")
+    assert per_chunk == {"chunk_state@128": dispatch.state_config(BL=128, FAST=128)}
     for bad, why in (("chunk_scn:BL=64", "is not one of"), ("chunk_scan:BX=64", "BX"),
-                     ("chunk_scan:BL=sixty", "NAME=INT"), ("chunk_scan:BL", "NAME=INT")):
+                     ("chunk_scan:BL=sixty", "NAME=INT"), ("chunk_scan:BL", "NAME=INT"),
+                     ("chunk_scan@sixty:BL=64", "positive integer"), ("chunk_scan@0:BL=64", "positive integer")):
         with pytest.raises(ValueError, match=why) as e:
             dispatch.parse_configs(bad)
         assert dispatch.CONFIG_ENV in str(e.value)
@@ -268,3 +271,9 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
     assert at[64] == dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 64, True))
     assert launcher._config("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64)) == \
         dispatch.choose("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64))
+    # a per-chunk entry wins at its chunk size only
+    at128 = dispatch.state_config(BL=128, BN=16, FAST=128, SWAP=1, occupancy=2)
+    at64 = dispatch.state_config(BL=64, BN=32, FAST=64, occupancy=2)
+    monkeypatch.setattr(launcher, "_OVERRIDE", {"chunk_state": at64, "chunk_state@128": at128})
+    got = {c: launcher._config("chunk_state", dispatch.Problem("bfloat16", 64, 64, c, 64, True)) for c in (64, 128, 256)}
+    assert got == {64: at64, 128: at128, 256: at64}

@@ -66,22 +66,27 @@ CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
 
 
 def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
-    """Configs that replace the table for every problem, e.g. to put a sweep candidate through the
-    whole property suite before it becomes a row:
+    """Configs that replace the table, e.g. to put a sweep candidate through the whole property suite
+    before it becomes a row:
         chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2
-    Unnamed constants take state_config/scan_config's defaults (the table's common values). A
-    config applies to the problems whose chunk size its BL divides; the others keep the table."""
+    KERNEL@CHUNK (e.g. chunk_state@128:BL=128,FAST=128) applies at that chunk size only and wins over a
+    plain KERNEL entry there. Unnamed constants take state_config/scan_config's defaults (the table's
+    common values). A plain entry applies to the problems whose chunk size its BL divides; the others
+    keep the table. Returns {KERNEL or KERNEL@CHUNK: Config}."""
     builders = {"chunk_state": state_config, "chunk_scan": scan_config}
     out: dict[str, Config] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
-        kernel, _, body = part.partition(":")
-        if kernel.strip() not in builders:
-            raise ValueError(f"{source}: kernel {kernel.strip()!r} is not one of {sorted(builders)} (in {part!r})")
+        key, _, body = part.partition(":")
+        kernel, at, chunk = key.strip().partition("@")
+        if kernel not in builders:
+            raise ValueError(f"{source}: kernel {kernel!r} is not one of {sorted(builders)} (in {part!r})")
+        if at and not (chunk.isdigit() and int(chunk) > 0):
+            raise ValueError(f"{source}: {key.strip()!r}: the chunk size after @ must be a positive integer")
         try:
             kw = {k.strip(): int(v) for k, v in (item.split("=") for item in body.split(",") if item.strip())}
-            out[kernel.strip()] = builders[kernel.strip()](**kw)
+            out[key.strip()] = builders[kernel](**kw)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{source}: {part!r} is not KERNEL:NAME=INT,...: {e}") from None
+            raise ValueError(f"{source}: {part!r} is not KERNEL[@CHUNK]:NAME=INT,...: {e}") from None
     return out
 
 
