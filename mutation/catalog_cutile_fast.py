@@ -69,7 +69,7 @@ MUTANTS = (
     # ------------------------------------------------------------------ the launcher's promise
     _m("fl_seq_idx_ignored", "seq_idx",
        "FAST path also taken with seq_idx: sequence boundaries ignored inside a chunk and across chunks",
-       "if fast == chunk_size and seqlen % chunk_size == 0 and not has_seq:",
-       "if fast == chunk_size and seqlen % chunk_size == 0:",
+       "aligned=l % chunk_size == 0 and seq32 is None)",
+       "aligned=l % chunk_size == 0)",
        file=LAUNCHER),
 )

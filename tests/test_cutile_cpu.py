@@ -225,18 +225,24 @@ def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
     """FAST (one whole chunk per tile, no masks) is a promise the launcher makes to the kernel: any
     problem that breaks it must run the general path with the same tiles, never the unmasked one."""
     assert all(cfg.get("FAST") == 0 for k in ("chunk_state", "chunk_scan") for cfg in dispatch.configs(k))
+    def prob(seqlen, chunk, has_seq):   # as the launcher builds it for x (1, seqlen, 4, 64), B (.., 64)
+        x, B = torch.empty(1, seqlen, 4, 64), torch.empty(1, seqlen, 1, 64)
+        return launcher._problem(x, B, chunk, torch.zeros(1, seqlen, dtype=torch.int32) if has_seq else None)
+
     for kernel, make in (("chunk_state", dispatch.state_config), ("chunk_scan", dispatch.scan_config)):
         fast = make(BL=64, FAST=64)
-        assert launcher._fast_config(kernel, fast, 128, 64, False) is fast
+        assert launcher._fast_config(kernel, fast, prob(128, 64, False)) is fast
         for seqlen, chunk, has_seq in ((100, 64, False), (128, 64, True), (256, 128, False)):
-            got = launcher._fast_config(kernel, fast, seqlen, chunk, has_seq)
+            got = launcher._fast_config(kernel, fast, prob(seqlen, chunk, has_seq))
             assert got.get("FAST") == 0 and got.get("BL") == 64 and got.occupancy == fast.occupancy, (seqlen, chunk)
         plain = make(BL=64)
-        assert launcher._fast_config(kernel, plain, 100, 64, True) is plain
+        assert launcher._fast_config(kernel, plain, prob(100, 64, True)) is plain
         with pytest.raises(ValueError, match="FAST must equal BL"):
-            launcher._fast_config(kernel, make(BL=64, FAST=128), 256, 128, False)
+            launcher._fast_config(kernel, make(BL=64, FAST=128), prob(256, 128, False))
     with pytest.raises(ValueError, match="HL=1"):
-        launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), 128, 64, False)
+        launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), prob(128, 64, False))
+    with pytest.raises(KeyError, match="SWAP"):           # a fallback only sets constants the kernel has
+        dispatch.scan_config().replace(SWAP=1)
 
 
 def test_config_override_from_the_environment_is_parsed_in_kernel_order_and_bad_text_is_named():

@@ -40,6 +40,13 @@ class Config:
     def get(self, name: str) -> int:
         return dict(self.constants)[name]
 
+    def replace(self, **values: int) -> "Config":
+        """The same Config with some constants set to other values (same names, same order)."""
+        unknown = set(values) - {k for k, _ in self.constants}
+        if unknown:
+            raise KeyError(f"Config {self} has no constant {sorted(unknown)}")
+        return Config(tuple((k, values.get(k, v)) for k, v in self.constants), self.occupancy)
+
     def __str__(self) -> str:
         s = ",".join(f"{k}={v}" for k, v in self.constants)
         return s + (f",occupancy={self.occupancy}" if self.occupancy else "")
@@ -53,12 +60,14 @@ class Rule:
 
 
 def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, BP=64, occupancy=4) -> Config:
-    """A chunk_state Config with its constants in the kernel's order (sweeps, tests, tools)."""
+    """A chunk_state Config with its constants in the kernel's order (table rows, sweeps, tools); a
+    constant left out takes the value every table row shares."""
     return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP), occupancy)
 
 
 def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0, BP=64, occupancy=3) -> Config:
-    """A chunk_scan Config with its constants in the kernel's order (sweeps, tests, tools)."""
+    """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
+    constant left out takes the value every table row shares."""
     return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, HL=HL, FAST=FAST), occupancy)
 
 
@@ -121,14 +130,14 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     ),
     "chunk_state": (
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
-             Config(_c(BL=64, BP=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
+             state_config(BL=64, BN=32, occupancy=4)),
         Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,
-             Config(_c(BL=128, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
-        Rule("blocks(BN=32) < 264", _always, Config(_c(BL=64, BP=64, BN=16, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0), occupancy=4)),
+             state_config(BL=128, BN=16, occupancy=4)),
+        Rule("blocks(BN=32) < 264", _always, state_config(BL=64, BN=16, occupancy=4)),
     ),
     "chunk_scan": (
-        Rule("dstate <= 64", lambda p: p.dstate <= 64, Config(_c(BL=64, BP=64, BN=64, LAT=0, PERSIST=0, HL=1, FAST=0), occupancy=3)),
-        Rule("dstate >= 128", lambda p: p.dstate >= 128, Config(_c(BL=64, BP=64, BN=128, LAT=0, PERSIST=0, HL=1, FAST=0), occupancy=3)),
+        Rule("dstate <= 64", lambda p: p.dstate <= 64, scan_config(BL=64, BN=64, occupancy=3)),
+        Rule("dstate >= 128", lambda p: p.dstate >= 128, scan_config(BL=64, BN=128, occupancy=3)),
     ),
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),

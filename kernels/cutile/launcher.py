@@ -168,7 +168,7 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
     return cs, dtc
 
 
-def _fast_config(kernel: str, cfg: dispatch.Config, seqlen: int, chunk_size: int, has_seq: bool) -> dispatch.Config:
+def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatch.Config:
     """The Config to launch: `cfg`, or `cfg` with FAST=0 when the problem is not one its FAST path
     serves. FAST = c promises the kernel an aligned problem (seqlen % c == 0) without seq_idx at
     chunk size c, with one BL = c tile per chunk; a problem outside that runs the general path with
@@ -179,9 +179,16 @@ def _fast_config(kernel: str, cfg: dispatch.Config, seqlen: int, chunk_size: int
         return cfg
     if fast != cfg.get("BL") or (kernel == "chunk_scan" and cfg.get("HL") != 1):
         raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL and needs HL=1")
-    if fast == chunk_size and seqlen % chunk_size == 0 and not has_seq:
+    if problem.aligned and fast == problem.chunk_size:
         return cfg
-    return dispatch.Config(tuple((k, 0 if k == "FAST" else v) for k, v in cfg.constants), cfg.occupancy)
+    return cfg.replace(FAST=0)
+
+
+def _problem(x, B, chunk_size: int, seq32) -> Problem:
+    """What the table looks at for chunk_state and chunk_scan."""
+    b, l, h, p = x.shape
+    return Problem(_TORCH_DTYPES[x.dtype], p, B.shape[3], chunk_size, b * h,
+                   aligned=l % chunk_size == 0 and seq32 is None)
 
 
 def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
@@ -190,9 +197,8 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     nchunks = -(-l // chunk_size)
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    aligned = l % chunk_size == 0 and seq32 is None
-    cfg = _fast_config("chunk_state", _config("chunk_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h,
-                                                                     aligned)), l, chunk_size, seq32 is not None)
+    prob = _problem(x, B, chunk_size, seq32)
+    cfg = _fast_config("chunk_state", _config("chunk_state", prob), prob)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
@@ -215,18 +221,16 @@ def _scan_heads_config(cfg: dispatch.Config, heads_per_group: int) -> dispatch.C
         raise ValueError(f"chunk_scan Config {cfg}: HL must be >= 1")
     if hl == 1 or heads_per_group % hl == 0:
         return cfg
-    return dispatch.Config(tuple((k, 1 if k == "HL" else v) for k, v in cfg.constants), cfg.occupancy)
+    return cfg.replace(HL=1)
 
 
 def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     b, l, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
+    g = B.shape[2]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
-    aligned = l % chunk_size == 0 and seq32 is None
-    cfg = _scan_heads_config(_config("chunk_scan", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size, b * h, aligned)),
-                             h // g)
-    cfg = _fast_config("chunk_scan", cfg, l, chunk_size, seq32 is not None)
+    prob = _problem(x, B, chunk_size, seq32)
+    cfg = _fast_config("chunk_scan", _scan_heads_config(_config("chunk_scan", prob), h // g), prob)
     bl = cfg.get("BL")
     tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * (h // cfg.get("HL"))
     if cfg.get("PERSIST"):
