@@ -518,7 +518,7 @@ _PARSE_LOCK = threading.Lock()
 def touched_kernels(mutant: Mutant | None, root: Path) -> list[str]:
     """The cuTile kernels whose code the mutant changes (every kernel for the baseline or module-level
     code; none for a mutant outside kernels.py): the @ct.kernel holding the snippet, or every kernel
-    that calls the helper holding it."""
+    that calls the helper holding it, directly or through other helpers."""
     import ast
     src = (root / KERNELS_FILE).read_text()
     with _PARSE_LOCK:
@@ -534,11 +534,18 @@ def touched_kernels(mutant: Mutant | None, root: Path) -> list[str]:
     hit = [f for f in funcs if f.lineno <= last and first <= f.end_lineno]
     if not hit:
         return every
-    out = set()
-    for f in hit:
-        for name, k in kernels.items():
-            if name == f.name or any(isinstance(n, ast.Name) and n.id == f.name for n in ast.walk(k)):
-                out.add(name.removesuffix("_kernel"))
+    calls = {f.name: {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} for f in funcs}
+
+    def reached(name: str) -> set[str]:   # the module's functions `name` runs, itself included
+        seen, todo = {name}, [name]
+        while todo:
+            for callee in calls.get(todo.pop(), set()) & calls.keys() - seen:
+                seen.add(callee)
+                todo.append(callee)
+        return seen
+
+    hit_names = {f.name for f in hit}
+    out = {name.removesuffix("_kernel") for name in kernels if reached(name) & hit_names}
     return [k for k in every if k in out] or every
 
 

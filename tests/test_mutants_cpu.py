@@ -91,3 +91,16 @@ def test_a_catalog_environment_puts_its_code_on_the_path_the_suite_runs():
     configs = dispatch.parse_configs(env[dispatch.CONFIG_ENV])
     assert {k: c.get("FAST") for k, c in configs.items()} == {"chunk_state": 64, "chunk_scan": 64}
     assert load_catalog("cutile").env == ()                      # the table's own catalog runs the table
+
+
+def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():
+    """A mutant in a helper compiles the kernels that run it, through any depth of helpers
+    (_scan_tile is called by _scan_block, called by chunk_scan_kernel), not every kernel."""
+    from mutation.run import touched_kernels
+    for name in ("cutile", "cutile_fast"):
+        for m in load_catalog(name).mutants:
+            got = touched_kernels(m, ROOT)
+            if m.file.endswith("kernels.py"):
+                assert len(got) == 1, (m.id, got)
+    scan = next(m for m in load_catalog("cutile").mutants if "wj = cbj" in m.original)
+    assert touched_kernels(scan, ROOT) == ["chunk_scan"]

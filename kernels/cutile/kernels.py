@@ -291,25 +291,32 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     FAST = chunk_size (= BL, an experiment, no table row): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes a whole chunk per block unmasked.
     """
-    if HL > 1:
-        _scan_heads(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, PERSIST, HL)
-    elif FAST != 0:
-        if PERSIST == 0:
-            _scan_chunk(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, out,
-                        nchunks, heads_per_group, has_d, has_z, BP, BN, FAST, LAT)
-        else:
-            for q in range(ct.bid(0), x.shape[0] * nchunks * ct.cdiv(x.shape[3], BP) * x.shape[2], ct.num_blocks(0)):
-                _scan_chunk(q, x, z, Bm, Cm, dtc, cs, states, D, out,
-                            nchunks, heads_per_group, has_d, has_z, BP, BN, FAST, LAT)
-    elif PERSIST == 0:
-        _scan_tile(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                   seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
+    if PERSIST == 0:
+        _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL, FAST)
     else:
-        total = (x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2])
+        # blocks of every path (FAST: BL = chunk_size; HL divides the heads: the launcher's promises)
+        total = (x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * (x.shape[2] // HL))
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
-            _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
+            _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL, FAST)
+
+
+@_relocatable
+def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
+                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
+                HL: ct.Constant[int], FAST: ct.Constant[int]):
+    """Block `pid` of chunk_scan_kernel, by path: HL heads of a group (HL > 1), one whole unmasked
+    chunk (FAST), or one row tile of one head."""
+    if HL > 1:
+        _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL)
+    elif FAST != 0:
+        _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z, BP, BN, FAST, LAT)
+    else:
+        _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
+                   seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
 
 
 @_relocatable
@@ -436,23 +443,6 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
             zf = zi.astype(ct.float32)
             acc = acc * (zf / (1.0 + ct.exp(-zf)))
         ct.store(out, (b, blk, hh, pt), acc.reshape((1, BL, 1, BP)).astype(out.dtype))
-
-
-@_relocatable
-def _scan_heads(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
-                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                PERSIST: ct.Constant[int], HL: ct.Constant[int]):
-    """chunk_scan_kernel with HL > 1: the grid (or, with PERSIST, the grid-stride loop) runs over
-    (b, chunk, row tile, p tile, head block), head block fastest."""
-    if PERSIST == 0:
-        _scan_heads_tile(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL)
-    else:
-        n_blocks = (x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * (x.shape[2] // HL))
-        for q in range(ct.bid(0), n_blocks, ct.num_blocks(0)):
-            _scan_heads_tile(q, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                             seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL)
 
 
 @_relocatable
