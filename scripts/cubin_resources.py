@@ -18,9 +18,12 @@ processes) and prints each one's resources.
 """
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository: kernels, bench
 
 # EIATTR codes (the attribute byte of an .nv.info record) that describe per-function resources
 EIATTR_NAMES = {0x11: "frame", 0x12: "min_stack", 0x23: "max_stack", 0x2f: "regcount"}
@@ -100,17 +103,11 @@ def compile_unit(kernel: str, cfg, dtype: str, arch: str = "sm_90") -> tuple[byt
     """One kernel's cubin at a dispatch Config (its occupancy hint included) and element dtype, with
     cuTile's cache off, and the seconds it took."""
     import io
-    import os
     os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
-    from cuda.tile.compilation import export_kernel
     from kernels.cutile import compile_matrix as cm
-    fn = cm._kernel_fn(kernel)
-    if cfg.occupancy:
-        fn = fn.replace_hints(occupancy=cfg.occupancy)
     buf = io.BytesIO()
     t0 = time.time()
-    export_kernel(fn, [cm.signature(cm.Unit(kernel, cfg, dtype))], buf, gpu_code=arch, output_format="cubin")
+    cm.export(cm.Unit(kernel, cfg, dtype), arch, buf)
     return buf.getvalue(), time.time() - t0
 
 
@@ -131,10 +128,8 @@ def compile_sweep(match: str, jobs: int) -> None:
     """Every distinct (kernel, Config) of the sweep's candidates matching `match` (bench.sweep_cutile
     --match), compiled for sm_90 in bf16, with its registers, stack frame and shared memory: a spill
     shows here, before any GPU time is spent on the candidate."""
-    import os
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bench.sweep_cutile import plan
     items = {(k, str(cfg)): (k, lab, cfg) for _, _, k, lab, cfg in plan(match=match) if cfg is not None}
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
@@ -151,7 +146,6 @@ def main(argv=None) -> int:
               {k[:40]: len(v) for k, v in b.items()})
         return 0 if same else 1
     if args[:1] == ["--compile-sweep"]:
-        import os
         compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")))
         return 0
     if args[:1] == ["--compile-scan"]:

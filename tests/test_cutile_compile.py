@@ -169,3 +169,21 @@ def test_scan_heads_units_hold_the_sweeps_head_loop_candidates():
     swept = {cfg for _, _, k, _, cfg in sw.plan() if k == "chunk_scan" and cfg.get("HL") > 1 and cfg.get("LAT") == 0}
     assert swept and swept <= {u.config for u in units}
     assert not set(units) & set(cm.enumerate_matrix())
+
+
+@pytest.mark.compile
+def test_cubin_resources_reads_a_fresh_compile_from_any_directory(tmp_path):
+    """scripts/cubin_resources.py run as a script from elsewhere (its --compile-scan once failed to
+    import the kernels that way): a spill-free FAST state candidate reports registers and frame 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "scripts" / "cubin_resources.py"
+    env = dict(os.environ, CUTILE_COMPILE_JOBS="1")
+    proc = subprocess.run([sys.executable, str(script), "--compile-sweep", "BL64-BN32-FAST-occ2"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "chunk_state BL64-BN32-FAST-occ2" in proc.stdout and "'frame': 0" in proc.stdout, proc.stdout
+    proc = subprocess.run([sys.executable, str(script), "--compile-scan", "bfloat16", "64", "1"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "chunk_scan bfloat16 BN64 HL1 occ3" in proc.stdout, proc.stderr[-2000:]

@@ -111,18 +111,23 @@ def signature(unit: Unit):
     return KernelSignature(params, CallingConvention.cutile_python_v1())
 
 
-def compile_unit(unit: Unit, arch: str, out_dir: str | None = None) -> tuple[str, bool, float, str]:
-    """Compile one unit for `arch`; -> (unit text, ok, seconds, error text)."""
+def export(unit: Unit, arch: str, target) -> None:
+    """Compile one unit (its occupancy hint included) for `arch` into `target`, a path or a binary file."""
     from cuda.tile.compilation import export_kernel  # noqa: PLC0415
-    import io  # noqa: PLC0415
     k = _kernel_fn(unit.kernel)
     if unit.config.occupancy is not None:
         k = k.replace_hints(occupancy=unit.config.occupancy)
+    export_kernel(k, [signature(unit)], target, gpu_code=arch, output_format="cubin")
+
+
+def compile_unit(unit: Unit, arch: str, out_dir: str | None = None) -> tuple[str, bool, float, str]:
+    """Compile one unit for `arch`; -> (unit text, ok, seconds, error text)."""
+    import io  # noqa: PLC0415
     t0 = time.time()
     try:
         target = io.BytesIO() if out_dir is None else os.path.join(
             out_dir, f"{unit.kernel}-{unit.dtype}-{abs(hash(unit.config)) % 10**8}-{arch}.cubin")
-        export_kernel(k, [signature(unit)], target, gpu_code=arch, output_format="cubin")
+        export(unit, arch, target)
         size = len(target.getvalue()) if isinstance(target, io.BytesIO) else os.path.getsize(target)
         if size == 0:
             return str(unit), False, time.time() - t0, "empty cubin"
