@@ -1,11 +1,9 @@
 """Mutants of the cuTile FAST paths (kernels.py `_state_chunks`, `_scan_chunk`; launcher `_fast_config`).
 
-The FAST paths run only where a dispatch config asks for them (FAST = chunk size) and only on aligned
-problems without seq_idx (seqlen % chunk == 0). No table row asks yet, so this catalog runs the suite
-with ENV's config override: FAST at chunk 64 for both kernels, i.e. on the drawn problems at chunk 64
-that are aligned and have no seq_idx (about a third of the aligned draws, which are 15% of GPU draws);
-every other problem runs the general path with the override's tiles (BN 32 / 128 at occupancy 2).
-A surviving mutant here means the suite draws too few FAST problems or checks them too loosely.
+The FAST paths run where a dispatch row asks for them (FAST = chunk size: chunk_state at chunk 64, 128
+and 256, chunk_scan at chunk 64) and only on aligned problems without seq_idx (seqlen % chunk == 0),
+about 15% of GPU draws; every other problem runs the general path. A surviving mutant here means the
+suite draws too few FAST problems or checks them too loosely.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_fast --budget-s 300`.
 """
 from __future__ import annotations
@@ -15,10 +13,6 @@ from mutation.catalog import maker
 IMPL = "cutile"
 K = "kernels/cutile/kernels.py"
 LAUNCHER = "kernels/cutile/launcher.py"
-
-ENV = {"SSDCHECK_CUTILE_CONFIG": "chunk_state:BL=64,BN=32,FAST=64,occupancy=2;"
-                                 "chunk_scan:BL=64,BN=128,FAST=64,occupancy=2"}
-
 
 _m = maker(K)
 

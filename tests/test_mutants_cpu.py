@@ -82,15 +82,14 @@ def test_cutile_compile_only_tells_a_compiling_mutant_from_a_broken_one():
     assert bad.status == "invalid (does not compile)" and "chunk_cumsum" in bad.error, bad
 
 
-def test_a_catalog_environment_puts_its_code_on_the_path_the_suite_runs():
-    """cutile_fast mutates the FAST paths, which no table row selects: its ENV overrides the config so
-    the suite's aligned chunk-64 problems run them, and that override must parse and select FAST."""
+def test_the_fast_catalog_mutates_code_the_table_runs():
+    """cutile_fast mutates the FAST paths: table rows must select them for aligned problems (else its
+    mutants survive for want of a path, not of a test), and it runs the table as shipped (no ENV)."""
     from kernels.cutile import dispatch
-    catalog = load_catalog("cutile_fast")
-    env = dict(catalog.env)
-    configs = dispatch.parse_configs(env[dispatch.CONFIG_ENV])
-    assert {k: c.get("FAST") for k, c in configs.items()} == {"chunk_state": 64, "chunk_scan": 64}
-    assert load_catalog("cutile").env == ()                      # the table's own catalog runs the table
+    for kernel in ("chunk_state", "chunk_scan"):
+        chosen = dispatch.choose(kernel, dispatch.Problem("bfloat16", 64, 64, 64, 64, aligned=True))
+        assert chosen.get("FAST") == 64, (kernel, chosen)
+    assert load_catalog("cutile_fast").env == () and load_catalog("cutile").env == ()
 
 
 def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():

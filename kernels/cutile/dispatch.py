@@ -7,7 +7,8 @@ The kernels tile the sequence in BL = 64 tokens whatever the chunk size (the chu
 run-time argument), except chunk_state with few blocks, which takes BL = 128 at chunk sizes 128 and
 256 (BL must divide the chunk size). So the table looks at dstate (chunk_scan's dstate tile),
 batch*heads (chunk_state's dstate tile, which sets how many blocks walk the sequence in parallel)
-and the chunk size. Headdim and
+and the chunk size. Aligned problems (seqlen a multiple of the chunk size, no seq_idx) take FAST rows
+first: one whole chunk per tile (BL = FAST = chunk size), no masks. Headdim and
 dstate below the tile width are served with zero padding (correct, a little wasted work on problems
 far from the performance target); larger ones loop over tiles. The element dtype does not change
 the choice but does make a separate compile unit (compile_matrix.py).
@@ -124,11 +125,32 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # many (b8 l2048 h32 n128: 0.125 vs 0.140 ms at chunk 64); with few blocks (b2 l65536 h32 n64) BL=128,
 # BN=16 took 0.81 vs 1.12 ms at chunk 128 and 0.74 vs 0.98 ms at chunk 256 (BL=128 with BN=32 was
 # 2.1 ms: the tile pair matters, so only the measured pair is used).
+# Sweep 3 of 2026-11-30 (FAST paths, reports/raw/2026-11-30-sweep-cutile-run3/): on aligned problems
+# without seq_idx (the launcher's promise for FAST = chunk size) the one-tile-per-chunk paths win
+# everywhere measured. chunk_state at chunk 64, BN32 LAT4 SLAT2 occ4: 0.125 -> 0.076 (b8 l2048 h32
+# n128), 1.20 -> 0.58 (b2 l65536 h32 n64), 0.91 -> 0.59 ms (b2 l16384 h64 n256 g8; SWAP BN64 0.55);
+# at chunk 128/256 the transposed state (SWAP) BN64 occ2: 0.109 -> 0.061 and 0.097 -> 0.049 (b8 l2048
+# n128), 0.81 -> 0.59 and 0.74 -> 0.46 (b2 l65536 n64, few blocks). chunk_scan FAST at chunk 64, occ3:
+# 0.132 -> 0.097 (n128, BN128), 1.21 -> 0.61 (n64, BN64), 0.67 -> 0.56 ms (n256 g8). The FAST scan at
+# chunk 128 needs BL 128 (occ1, 1.3-1.7x slower than the table): no row.
+_ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
+
+
+def _aligned_at(chunk: int) -> Callable[[Problem], bool]:
+    return lambda p: p.aligned and p.chunk_size == chunk
+
+
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
     ),
     "chunk_state": (
+        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
+             state_config(BL=64, BN=32, FAST=64, LAT=4, SLAT=2, occupancy=4)),
+        Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128),
+             state_config(BL=128, BN=64, FAST=128, SWAP=1, occupancy=2)),
+        Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256),
+             state_config(BL=256, BN=64, FAST=256, SWAP=1, occupancy=2)),
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
              state_config(BL=64, BN=32, occupancy=4)),
         Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,
@@ -136,6 +158,9 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("blocks(BN=32) < 264", _always, state_config(BL=64, BN=16, occupancy=4)),
     ),
     "chunk_scan": (
+        Rule(f"{_ALIGNED}, chunk 64, dstate <= 64", lambda p: _aligned_at(64)(p) and p.dstate <= 64,
+             scan_config(BL=64, BN=64, FAST=64, occupancy=3)),
+        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64), scan_config(BL=64, BN=128, FAST=64, occupancy=3)),
         Rule("dstate <= 64", lambda p: p.dstate <= 64, scan_config(BL=64, BN=64, occupancy=3)),
         Rule("dstate >= 128", lambda p: p.dstate >= 128, scan_config(BL=64, BN=128, occupancy=3)),
     ),

@@ -288,7 +288,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     PERSIST=1: a grid of a few blocks per SM loops over the tiles (grid-stride).
     HL > 1 (an experiment, no table row): one block per HL consecutive heads of one group, looping
     over them (_scan_heads_tile); the launcher only passes an HL dividing heads_per_group.
-    FAST = chunk_size (= BL, an experiment, no table row): the launcher vouches that seqlen %
+    FAST = chunk_size (= BL; rows for aligned chunk-64 problems): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes a whole chunk per block unmasked.
     """
     if PERSIST == 0:
