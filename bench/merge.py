@@ -156,20 +156,20 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
                f"`× {BASELINE}`: speedup over mamba_ssm measured in the same process on the same inputs.")
     out += ["", "## Runs and ceilings", "",
             "| group | gpu | started (UTC) | s | complete | copy GB/s | bf16 mm TFLOP/s | torch | triton | cuda-tile "
-            "| tilegym | mamba_ssm | git |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| tilegym | mamba_ssm | git | kernels sha256 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in sorted(docs, key=lambda d: d.get("started") or ""):
         e, c = d.get("env", {}), d.get("ceilings", {})
         complete = "yes" if d.get("complete") else ("aborted: " + d["aborted"] if d.get("aborted") else "no")
         out.append(f"| {d['group']} | {e.get('gpu', '?')} | {d.get('started', '?')} | {d.get('elapsed_s', 0):.0f} "
                    f"| {complete} | {_f(c.get('copy_GBps'), '{:.0f}')} | {_f(c.get('matmul_TFLOPs'), '{:.0f}')} "
                    + "".join(f"| {e.get(k) or '—'} " for k in ("torch", "triton", "cuda_tile", "tilegym", "mamba_ssm", "git"))
-                   + "|")
+                   + f"| {(e.get('kernels_sha256') or '—')[:12]} |")
         untuned = [v for v in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC") if e.get(v)]
         if untuned:
-            out.append(f"| ↳ untuned run: {', '.join(f'{v}={e[v]}' for v in untuned)} |||||||||||||")
+            out.append(f"| ↳ untuned run: {', '.join(f'{v}={e[v]}' for v in untuned)} ||||||||||||||")
         if e.get("SSDCHECK_CUTILE_CONFIG"):
-            out.append(f"| ↳ cutile off its dispatch table: SSDCHECK_CUTILE_CONFIG={e['SSDCHECK_CUTILE_CONFIG']} |||||||||||||")
+            out.append(f"| ↳ cutile off its dispatch table: SSDCHECK_CUTILE_CONFIG={e['SSDCHECK_CUTILE_CONFIG']} ||||||||||||||")
     if png:
         out += ["", f"![speedup over mamba_ssm]({os.path.basename(png)})"]
     elif png_note:

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from bench import roofline
 from bench.shapes import BASELINE, GROUPS, Group, Shape, describe
+from ssdcheck_plugin.meta import source_digest
 
 SCHEMA = "ssdcheck-bench/1"
 SMALL_SEQLEN = 1024
@@ -212,6 +213,7 @@ def environment() -> dict:
                                     timeout=10, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         env["git"] = None
+    env["kernels_sha256"] = source_digest(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return env
 
 

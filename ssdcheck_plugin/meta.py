@@ -63,10 +63,23 @@ def gpus() -> dict:
     return info
 
 
+def source_digest(root: str, folder: str = "kernels") -> str:
+    """sha256 of the Python sources under root/folder (paths and contents, sorted): which kernels ran.
+    The GPU host's copy of the tree can carry an older .git than its files (seen in session 12: the
+    commit read 912d72d, dirty, while the files were aba3ec1's), so the commit alone does not say it."""
+    h = hashlib.sha256()
+    base = Path(root)
+    for path in sorted((base / folder).rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            h.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def git_state(root: str) -> dict:
     commit = _run(["git", "rev-parse", "HEAD"], cwd=root, timeout=5.0)
     dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, timeout=5.0)
-    return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None}
+    return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None,
+            "kernels_sha256": source_digest(root)}
 
 
 def tolerance_policy() -> dict:

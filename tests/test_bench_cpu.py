@@ -103,6 +103,7 @@ def test_runner_on_cpu_writes_what_merge_reads(tmp_path):
     runner.run(shapes)
     doc = json.loads(out.read_text())
     assert doc["schema"] == race.SCHEMA and doc["complete"] and doc["aborted"] is None
+    assert len(doc["env"]["kernels_sha256"]) == 64                 # which kernels ran, whatever .git says
     assert doc["ceilings"]["copy_GBps"] > 0 and doc["ceilings"]["matmul_TFLOPs"] > 0
     rec = doc["shapes"][0]
     ref = rec["impls"]["torch-ref"]

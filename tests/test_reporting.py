@@ -28,6 +28,7 @@ from ssdcheck_plugin.compare import compare as compare_reports
 from ssdcheck_plugin.compare import main as compare_main
 from ssdcheck_plugin.fuzzing import FuzzTimeUp, TimeBudget, activate, read_progress, wrap_inner_test
 from ssdcheck_plugin import repro
+from ssdcheck_plugin.meta import source_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = "tests/test_properties.py"
@@ -86,6 +87,7 @@ def test_report_follows_the_schema(report_run):
     assert m["versions"]["torch"] == torch.__version__ and "cuda_tile" in m["versions"]
     assert m["gpu"]["available"] is torch.cuda.is_available()
     assert m["tolerance_policy"]["k"] > 0 and len(m["tolerance_policy"]["sha256"]) == 64
+    assert m["git"]["kernels_sha256"] == source_digest(str(ROOT))   # which kernels ran, whatever .git says
     assert "--ssd-report" in m["command"] and m["impls"] == ["torch-ref"]
     assert r["summary"]["tests"] == {"passed": 3} and r["summary"]["exitstatus"] == 0
     assert r["summary"]["examples"] == sum(p["examples"] for p in r["properties"]) > 0
@@ -134,6 +136,21 @@ def _fake_baseline(path: Path, value: float) -> Path:
             for dt in ("float32", "float16", "bfloat16")]
     path.write_text(json.dumps({"schema": "ssdcheck-report/1", "results": rows}))
     return path
+
+
+def test_source_digest_names_the_kernel_sources_and_nothing_else(tmp_path):
+    (tmp_path / "kernels" / "cutile" / "__pycache__").mkdir(parents=True)
+    src = tmp_path / "kernels" / "cutile" / "k.py"
+    src.write_text("A = 1\n")
+    first = source_digest(str(tmp_path))
+    (tmp_path / "kernels" / "cutile" / "__pycache__" / "k.cpython-311.py").write_text("junk")
+    (tmp_path / "README.md").write_text("not a kernel")
+    assert source_digest(str(tmp_path)) == first
+    src.write_text("A = 2\n")
+    second = source_digest(str(tmp_path))
+    assert second != first
+    src.rename(tmp_path / "kernels" / "cutile" / "renamed.py")     # same bytes, other file: other digest
+    assert source_digest(str(tmp_path)) != second
 
 
 def test_gate_fails_when_a_worst_error_grows(tmp_path):
