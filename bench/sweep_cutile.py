@@ -77,6 +77,15 @@ def state_candidates(chunk: int, dstate: int):
     for bn in (16, 32):
         if bn <= dstate:
             yield (f"BL{chunk}-BN{bn}-FAST-SPLIT-occ2", state_config(BL=chunk, BN=bn, FAST=chunk, SPLIT=1, occupancy=2))
+    # sweep 4, around sweep 3's winners: hints on BN16 (few blocks) and on SWAP, SWAP at occupancy 3
+    yield (f"BL{chunk}-BN16-FAST-LAT4-SLAT2-occ4",
+           state_config(BL=chunk, BN=16, LAT=4, SLAT=2, FAST=chunk, occupancy=4))
+    yield (f"BL{chunk}-BN32-FAST-LAT6-SLAT2-occ4",
+           state_config(BL=chunk, BN=32, LAT=6, SLAT=2, FAST=chunk, occupancy=4))
+    if dstate >= 64:
+        yield (f"BL{chunk}-BN64-FAST-SWAP-LAT4-SLAT2-occ2",
+               state_config(BL=chunk, BN=64, LAT=4, SLAT=2, FAST=chunk, SWAP=1, occupancy=2))
+        yield (f"BL{chunk}-BN64-FAST-SWAP-occ3", state_config(BL=chunk, BN=64, FAST=chunk, SWAP=1, occupancy=3))
 
 
 def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
@@ -115,8 +124,22 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
         for lat in (4, 6):
             yield f"BL64-BN{bn}-FAST-LAT{lat}-occ2", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=2)
         yield f"BL64-BN{bn}-FAST-PERSIST-occ2", scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=2)
+        # sweep 4, around sweep 3's winner (FAST occ3): latency hints at occ3, occupancy 4
+        for lat in (3, 4, 6):
+            yield f"BL64-BN{bn}-FAST-LAT{lat}-occ3", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=3)
+        yield f"BL64-BN{bn}-FAST-occ4", scan_config(BL=64, BN=bn, FAST=64, occupancy=4)
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
+    if chunk > 64:
+        # FASTR: an aligned chunk in 64-row tiles, one per block, unmasked column tiles (_scan_chunk
+        # with FAST = chunk > BL): chunk 128/256 halve/quarter the state traffic and their state kernel
+        # is faster. BN64 too at dstate 128+: a BN128 C and B tile pair alone fills 128 registers
+        for fbn in sorted({bn, 64}):
+            for occ in (2, 3):
+                yield (f"BL64-BN{fbn}-FASTR{chunk}-occ{occ}",
+                       scan_config(BL=64, BN=fbn, FAST=chunk, occupancy=occ))
+            yield (f"BL64-BN{fbn}-FASTR{chunk}-LAT4-occ3",
+                   scan_config(BL=64, BN=fbn, LAT=4, FAST=chunk, occupancy=3))
 
 
 def plan(shapes=SHAPES, match: str | None = None):

@@ -41,6 +41,7 @@ CATALOGS = {
     "torch_ref": "mutation.catalog_torch_ref",
     "cutile": "mutation.catalog_cutile",
     "cutile_fast": "mutation.catalog_cutile_fast",
+    "cutile_fastr": "mutation.catalog_cutile_fastr",
 }
 
 

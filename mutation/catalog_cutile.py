@@ -125,8 +125,8 @@ MUTANTS = (
        ""),
     _m("cu_scan_offdiag_loop_short", "tiling",
        "off-diagonal loop stops one column tile early (only shows for chunk_size > 128)",
-       "for j in range(m):",
-       "for j in range(m - 1):"),
+       "        for j in range(m):",      # _scan_tile's (indented under its guard), not _scan_chunk's
+       "        for j in range(m - 1):"),
     _m("cu_scan_offdiag_dt_of_row_tile", "tiling",
        "off-diagonal weights use the row tile's dt instead of the column tile's (chunk_size > 64)",
        "wj = cbj * ct.exp2(cs_i[:, None] - cs_j[None, :]) * dt_j[None, :]",

@@ -142,7 +142,7 @@ def test_dispatch_table_chooses_for_every_supported_problem():
                         assert chunk % cfg.get("BL") == 0 and (cfg.get("BL") == 64 or kernel == "chunk_state")
                         # a FAST row serves only the problems its launch-time promise holds for
                         fast = dict(cfg.constants).get("FAST", 0)
-                        assert fast == 0 or (aligned and fast == chunk == cfg.get("BL")), (kernel, prob, cfg)
+                        assert fast == 0 or (aligned and fast == chunk), (kernel, prob, cfg)
     # small batch*heads gets narrower dstate tiles (more blocks for the sequential state scan)
     few = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 32))
     many = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64, 1024))
@@ -225,7 +225,8 @@ def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
     """FAST (one whole chunk per tile, no masks) is a promise the launcher makes to the kernel: any
     problem that breaks it must run the general path with the same tiles, never the unmasked one."""
     for k in ("chunk_state", "chunk_scan"):                # the table's FAST rows keep the kernel's terms
-        assert all(cfg.get("FAST") in (0, cfg.get("BL")) for cfg in dispatch.configs(k)), k
+        assert all(cfg.get("FAST") % cfg.get("BL") == 0 for cfg in dispatch.configs(k)), k
+        assert all(cfg.get("FAST") in (0, cfg.get("BL")) for cfg in dispatch.configs(k) if k == "chunk_state")
     def prob(seqlen, chunk, has_seq):   # as the launcher builds it for x (1, seqlen, 4, 64), B (.., 64)
         x, B = torch.empty(1, seqlen, 4, 64), torch.empty(1, seqlen, 1, 64)
         return launcher._problem(x, B, chunk, torch.zeros(1, seqlen, dtype=torch.int32) if has_seq else None)
@@ -238,8 +239,13 @@ def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
             assert got.get("FAST") == 0 and got.get("BL") == 64 and got.occupancy == fast.occupancy, (seqlen, chunk)
         plain = make(BL=64)
         assert launcher._fast_config(kernel, plain, prob(100, 64, True)) is plain
-        with pytest.raises(ValueError, match="FAST must equal BL"):
-            launcher._fast_config(kernel, make(BL=64, FAST=128), prob(256, 128, False))
+        with pytest.raises(ValueError, match="FAST must"):          # a chunk tile BL does not fit
+            launcher._fast_config(kernel, make(BL=128, FAST=64), prob(128, 64, False))
+    with pytest.raises(ValueError, match="FAST must equal BL"):   # the state kernel walks one tile per chunk
+        launcher._fast_config("chunk_state", dispatch.state_config(BL=64, FAST=128), prob(256, 128, False))
+    rows = dispatch.scan_config(BL=64, FAST=128)                  # the scan takes a chunk in 64-row tiles
+    assert launcher._fast_config("chunk_scan", rows, prob(256, 128, False)) is rows
+    assert launcher._fast_config("chunk_scan", rows, prob(200, 128, False)).get("FAST") == 0
     with pytest.raises(ValueError, match="HL=1"):
         launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), prob(128, 64, False))
     with pytest.raises(KeyError, match="SWAP"):           # a fallback only sets constants the kernel has

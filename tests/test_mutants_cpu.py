@@ -27,7 +27,7 @@ def test_catalog_snippets_apply_exactly_once(name):
     assert not problems, f"catalog {name}: {len(problems)} problem(s):\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", ["cutile", "cutile_fast"])
+@pytest.mark.parametrize("name", ["cutile", "cutile_fast", "cutile_fastr"])
 def test_cutile_mutants_keep_the_line_numbers_of_the_kernels_they_do_not_touch(name):
     """The compile cache keys on debug info (line numbers too): a mutant that moved the lines after it
     would recompile every later kernel on the GPU, for nothing."""
@@ -92,11 +92,25 @@ def test_the_fast_catalog_mutates_code_the_table_runs():
     assert load_catalog("cutile_fast").env == () and load_catalog("cutile").env == ()
 
 
+def test_the_fastr_catalog_override_puts_aligned_wide_chunks_on_its_path(monkeypatch):
+    """cutile_fastr mutates _scan_chunk's column tiles, which no row selects yet: its ENV must make the
+    aligned chunk-128/256 problems take FAST = chunk with 64-row tiles, and leave chunk 64 to the table."""
+    from kernels.cutile import dispatch, launcher
+    env = dict(load_catalog("cutile_fastr").env)
+    monkeypatch.setattr(launcher, "_OVERRIDE", dispatch.parse_configs(env[dispatch.CONFIG_ENV]))
+    for chunk in (128, 256):
+        prob = dispatch.Problem("bfloat16", 64, 128, chunk, 64, aligned=True)
+        cfg = launcher._fast_config("chunk_scan", launcher._config("chunk_scan", prob), prob)
+        assert (cfg.get("FAST"), cfg.get("BL")) == (chunk, 64), cfg
+    at64 = dispatch.Problem("bfloat16", 64, 128, 64, 64, aligned=True)
+    assert launcher._config("chunk_scan", at64) == dispatch.choose("chunk_scan", at64)
+
+
 def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():
     """A mutant in a helper compiles the kernels that run it, through any depth of helpers
     (_scan_tile is called by _scan_block, called by chunk_scan_kernel), not every kernel."""
     from mutation.run import touched_kernels
-    for name in ("cutile", "cutile_fast"):
+    for name in ("cutile", "cutile_fast", "cutile_fastr"):
         for m in load_catalog(name).mutants:
             got = touched_kernels(m, ROOT)
             if m.file.endswith("kernels.py"):

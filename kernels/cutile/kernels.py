@@ -288,8 +288,9 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     PERSIST=1: a grid of a few blocks per SM loops over the tiles (grid-stride).
     HL > 1 (an experiment, no table row): one block per HL consecutive heads of one group, looping
     over them (_scan_heads_tile); the launcher only passes an HL dividing heads_per_group.
-    FAST = chunk_size (= BL; rows for aligned chunk-64 problems): the launcher vouches that seqlen %
-    chunk_size == 0 and there is no seq_idx; _scan_chunk computes a whole chunk per block unmasked.
+    FAST = chunk_size (rows for aligned chunk-64 problems): the launcher vouches that seqlen %
+    chunk_size == 0 and there is no seq_idx; _scan_chunk computes one BL-row tile of a chunk per block
+    unmasked (FAST = BL: the whole chunk; FAST a multiple of BL: one of its row tiles).
     """
     if PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
@@ -307,13 +308,14 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                 HL: ct.Constant[int], FAST: ct.Constant[int]):
-    """Block `pid` of chunk_scan_kernel, by path: HL heads of a group (HL > 1), one whole unmasked
-    chunk (FAST), or one row tile of one head."""
+    """Block `pid` of chunk_scan_kernel, by path: HL heads of a group (HL > 1), one unmasked row tile
+    of an aligned chunk (FAST), or one row tile of one head."""
     if HL > 1:
         _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                          seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL)
     elif FAST != 0:
-        _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z, BP, BN, FAST, LAT)
+        _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
+                    BL, BP, BN, FAST, LAT)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -321,47 +323,69 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int], LAT: ct.Constant[int]):
-    """One (b, chunk, p tile, head) of chunk_scan_kernel on an aligned problem without seq_idx: the
-    chunk is one CH-row tile, so there are no column tiles left of the diagonal, no position or
-    sequence masks (only the causal one) and no guard for tiles past the sequence end; every load of
-    the block is issued before the first product."""
+                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
+                LAT: ct.Constant[int]):
+    """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
+    arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
+    chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
+    CH > BL: chunks wider than the row tile (fewer chunk states to write and read); columns left of
+    the diagonal tile need no mask, since there cs_i - cs_j <= 0. At CH = BL this compiles to the
+    same machine code as the earlier whole-chunk-only helper (checked for the table's units)."""
     nh = x.shape[2]
     n_pt = ct.cdiv(x.shape[3], BP)
     n_kt = ct.cdiv(Bm.shape[3], BN)
+    n_sub = CH // BL
     head = pid % nh
     rest = pid // nh
     ptile = rest % n_pt
     rest = rest // n_pt
+    m = rest % n_sub
+    rest = rest // n_sub
     c = rest % nchunks
     bi = rest // nchunks
     grp = head // heads_per_group
-    cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
-    dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
-    xt = ct.load(x, (bi, c, head, ptile), shape=(1, CH, 1, BP), padding_mode=ZERO,
-                 latency=_lat(LAT)).reshape((CH, BP))
-    yt = ct.zeros((CH, BP), ct.float32)
-    scores = ct.zeros((CH, CH), ct.float32)
+    blk = c * n_sub + m
+    cst = ct.load(cs, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
+    dtt = ct.load(dtc, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
+    xt = ct.load(x, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                 latency=_lat(LAT)).reshape((BL, BP))
+    yt = ct.zeros((BL, BP), ct.float32)
+    scores = ct.zeros((BL, BL), ct.float32)
     for k in range(n_kt):
-        ct_k = ct.load(Cm, (bi, c, grp, k), shape=(1, CH, 1, BN), padding_mode=ZERO,
-                       latency=_lat(LAT)).reshape((CH, BN))
-        bt_k = ct.load(Bm, (bi, c, grp, k), shape=(1, CH, 1, BN), padding_mode=ZERO,
-                       latency=_lat(LAT)).reshape((CH, BN))
+        ct_k = ct.load(Cm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                       latency=_lat(LAT)).reshape((BL, BN))
+        bt_k = ct.load(Bm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                       latency=_lat(LAT)).reshape((BL, BN))
         st_k = ct.load(states, (bi, c, head, ptile, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
                        latency=_lat(LAT)).reshape((BP, BN))
         yt = ct.mma(ct_k, ct.transpose(st_k.astype(Cm.dtype)), yt)
         scores = ct.mma(ct_k, ct.transpose(bt_k), scores)
     yt = yt * ct.exp2(cst)[:, None]
-    tok = ct.arange(CH, dtype=ct.int32)
+    tok = ct.arange(BL, dtype=ct.int32)
     # select after the product: above the diagonal exp2 of a positive exponent may overflow
     wd = ct.where(tok[:, None] >= tok[None, :], scores * ct.exp2(cst[:, None] - cst[None, :]) * dtt[None, :], 0.0)
     yt = ct.mma(wd.astype(x.dtype), xt, yt)
+    for j in range(m):
+        jb = c * n_sub + j
+        cbj = ct.zeros((BL, BL), ct.float32)
+        for k in range(n_kt):
+            ck = ct.load(Cm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                         latency=_lat(LAT)).reshape((BL, BN))
+            bk = ct.load(Bm, (bi, jb, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                         latency=_lat(LAT)).reshape((BL, BN))
+            cbj = ct.mma(ck, ct.transpose(bk), cbj)
+        cs_j = ct.load(cs, (bi, head, jb), shape=(1, 1, BL)).reshape((BL,))
+        dt_j = ct.load(dtc, (bi, head, jb), shape=(1, 1, BL)).reshape((BL,))
+        xj = ct.load(x, (bi, jb, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BP))
+        wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :]) * dt_j[None, :]
+        yt = ct.mma(wj.astype(x.dtype), xj, yt)
     if has_d != 0:
         yt = yt + xt.astype(ct.float32) * ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)
     if has_z != 0:
-        zt = ct.load(z, (bi, c, head, ptile), shape=(1, CH, 1, BP), padding_mode=ZERO).reshape((CH, BP)).astype(ct.float32)
+        zt = ct.load(z, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP)).astype(ct.float32)
         yt = yt * (zt / (1.0 + ct.exp(-zt)))
-    ct.store(out, (bi, c, head, ptile), yt.reshape((1, CH, 1, BP)).astype(out.dtype))
+    ct.store(out, (bi, blk, head, ptile), yt.reshape((1, BL, 1, BP)).astype(out.dtype))
 
 
 @_relocatable

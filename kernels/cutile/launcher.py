@@ -171,14 +171,18 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
 def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatch.Config:
     """The Config to launch: `cfg`, or `cfg` with FAST=0 when the problem is not one its FAST path
     serves. FAST = c promises the kernel an aligned problem (seqlen % c == 0) without seq_idx at
-    chunk size c, with one BL = c tile per chunk; a problem outside that runs the general path with
-    the same tiles (the same answer, masked), like _scan_heads_config's fallback. A FAST that does
-    not match the Config's own BL, or that is combined with a head loop, is a table error."""
-    fast = cfg.get("FAST")
+    chunk size c, in BL-token tiles (chunk_state: one BL = c tile per chunk; chunk_scan: BL = c, or a
+    divisor of c, one row tile per block); a problem outside that runs the general path with the same
+    tiles (the same answer, masked), like _scan_heads_config's fallback. A FAST the Config's BL does
+    not fit, or one combined with a head loop, is a table error."""
+    fast, bl = cfg.get("FAST"), cfg.get("BL")
     if fast == 0:
         return cfg
-    if fast != cfg.get("BL") or (kernel == "chunk_scan" and cfg.get("HL") != 1):
-        raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL and needs HL=1")
+    if kernel == "chunk_scan":
+        if fast % bl or cfg.get("HL") != 1:
+            raise ValueError(f"{kernel} Config {cfg}: FAST must be a multiple of BL and needs HL=1")
+    elif fast != bl:
+        raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL")
     if problem.aligned and fast == problem.chunk_size:
         return cfg
     return cfg.replace(FAST=0)

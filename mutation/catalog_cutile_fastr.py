@@ -1,0 +1,38 @@
+"""Mutants of the cuTile FAST scan's column tiles (kernels.py `_scan_chunk` with a chunk wider than its
+64-row tile: FAST = chunk size 128 or 256, BL = 64).
+
+No table row selects that path yet (sweep 4 times it: the `FASTR` candidates of bench/sweep_cutile.py),
+so ENV sets a config override: the suite's aligned problems without seq_idx at chunk 128 and 256 take
+it, every other problem runs the table. Run before such a row lands, this says whether the suite would
+catch a broken column tile there. It needs a GPU: `python -m mutation.run --catalog cutile_fastr`.
+"""
+from __future__ import annotations
+
+from mutation.catalog import maker
+
+IMPL = "cutile"
+K = "kernels/cutile/kernels.py"
+
+ENV = {"SSDCHECK_CUTILE_CONFIG": "chunk_scan@128:BL=64,BN=128,FAST=128,occupancy=3;"
+                                 "chunk_scan@256:BL=64,BN=128,FAST=256,occupancy=3"}
+
+_m = maker(K)
+
+MUTANTS = (
+    _m("fr_col_loop_short", "tiling",
+       "the column loop stops one tile early: a row tile misses the tile left of it",
+       "    for j in range(m):\n        jb = c * n_sub + j",
+       "    for j in range(m - 1):\n        jb = c * n_sub + j"),
+    _m("fr_col_dt_of_row", "dt",
+       "column-tile weights take the output row's dt instead of the source token's",
+       "* ct.exp2(cst[:, None] - cs_j[None, :]) * dt_j[None, :]",
+       "* ct.exp2(cst[:, None] - cs_j[None, :]) * dtt[:, None]"),
+    _m("fr_col_B_of_row", "tiling",
+       "the column tile's B read at the row tile's position",
+       "bk = ct.load(Bm, (bi, jb, grp, k)",
+       "bk = ct.load(Bm, (bi, blk, grp, k)"),
+    _m("fr_col_x_of_row", "tiling",
+       "the column tile's x read at the row tile's position",
+       "xj = ct.load(x, (bi, jb, head, ptile)",
+       "xj = ct.load(x, (bi, blk, head, ptile)"),
+)
