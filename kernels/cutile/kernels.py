@@ -304,6 +304,20 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 
 
 @_relocatable
+def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int]):
+    """C B^T of token tile `row` (rows) against token tile `col` (columns), group g, summed over the
+    dstate tiles: one (BL, BL) fp32 score tile of chunk_scan (LAT: the loads' latency hint, 0: none)."""
+    acc = ct.zeros((BL, BL), ct.float32)
+    for k in range(ct.cdiv(Bm.shape[3], BN)):
+        ck = ct.load(Cm, (b, row, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BN))
+        bk = ct.load(Bm, (b, col, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BN))
+        acc = ct.mma(ck, ct.transpose(bk), acc)
+    return acc
+
+
+@_relocatable
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
@@ -367,13 +381,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     yt = ct.mma(wd.astype(x.dtype), xt, yt)
     for j in range(m):
         jb = c * n_sub + j
-        cbj = ct.zeros((BL, BL), ct.float32)
-        for k in range(n_kt):
-            ck = ct.load(Cm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
-                         latency=_lat(LAT)).reshape((BL, BN))
-            bk = ct.load(Bm, (bi, jb, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
-                         latency=_lat(LAT)).reshape((BL, BN))
-            cbj = ct.mma(ck, ct.transpose(bk), cbj)
+        cbj = _scores(Cm, Bm, bi, blk, jb, grp, BL, BN, LAT)
         cs_j = ct.load(cs, (bi, head, jb), shape=(1, 1, BL)).reshape((BL,))
         dt_j = ct.load(dtc, (bi, head, jb), shape=(1, 1, BL)).reshape((BL,))
         xj = ct.load(x, (bi, jb, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
@@ -445,11 +453,7 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
         # column tiles j < m of the same chunk (all causal; only the sequence mask applies)
         for j in range(m):
             jb = c * n_sub + j
-            cbj = ct.zeros((BL, BL), ct.float32)
-            for k in range(n_ktiles):
-                ck = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-                bk = ct.load(Bm, (b, jb, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-                cbj = ct.mma(ck, ct.transpose(bk), cbj)
+            cbj = _scores(Cm, Bm, b, blk, jb, g, BL, BN, 0)
             cs_j = ct.load(cs, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
             dt_j = ct.load(dtc, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
             wj = cbj * ct.exp2(cs_i[:, None] - cs_j[None, :]) * dt_j[None, :]
@@ -515,13 +519,7 @@ def _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
         causal = (rows[:, None] >= rows[None, :]) & (rows < seqlen)[None, :]
         if has_seq != 0:
             causal = causal & (sid[:, None] == sid[None, :])
-        scores = ct.zeros((BL, BL), ct.float32)
-        for k in range(n_ktiles):
-            c_ik = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
-                           latency=_lat(LAT)).reshape((BL, BN))
-            b_ik = ct.load(Bm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
-                           latency=_lat(LAT)).reshape((BL, BN))
-            scores = ct.mma(c_ik, ct.transpose(b_ik), scores)
+        scores = _scores(Cm, Bm, b, blk, blk, g, BL, BN, LAT)
 
         # ---- per head, 2-D tiles only
         for hi in range(HL):
@@ -544,11 +542,7 @@ def _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 
             for jt in range(m):                   # column tiles left of the diagonal, same chunk
                 jb = c * n_sub + jt
-                sc = ct.zeros((BL, BL), ct.float32)
-                for k in range(n_ktiles):
-                    c_ik = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-                    b_jk = ct.load(Bm, (b, jb, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-                    sc = ct.mma(c_ik, ct.transpose(b_jk), sc)
+                sc = _scores(Cm, Bm, b, blk, jb, g, BL, BN, 0)
                 csj = ct.load(cs, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
                 dtj = ct.load(dtc, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
                 wl = sc * ct.exp2(csh[:, None] - csj[None, :]) * dtj[None, :]
