@@ -205,7 +205,7 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
     passes them positionally), tiles no wider than the chunk (token tile) or the state (dstate tile),
     and one label per (shape, chunk, kernel)."""
     from bench import sweep_cutile as sw
-    from kernels.cutile import dispatch
+    from kernels.cutile import dispatch, launcher
     items = sw.plan()
     assert items and {k for _, _, k, _, _ in items} == {"table", "chunk_state", "chunk_scan"}
     seen = set()
@@ -217,6 +217,12 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
         names = [n for n, _ in cfg.constants]
         assert names == [n for n, _ in dispatch.TABLE[kernel][0].config.constants], (kernel, label)
         assert chunk % cfg.get("BL") == 0 and cfg.get("BN") <= max(shape.dstate, 64), (shape.id, chunk, label)
+        # the sweep's inputs are aligned without seq_idx: a FAST label times its FAST path, not a fallback
+        assert ("FAST" in label) == (cfg.get("FAST") != 0), label
+        if cfg.get("FAST"):
+            prob = dispatch.Problem("bfloat16", shape.headdim, shape.dstate, chunk, shape.batch * shape.nheads,
+                                    aligned=shape.seqlen % chunk == 0)
+            assert launcher._fast_config(kernel, cfg, prob) is cfg, (shape.id, chunk, label)
         if kernel == "chunk_scan":   # a head loop never falls back to HL=1 under its HL label
             assert (shape.nheads // shape.ngroups) % cfg.get("HL") == 0, (shape.id, label)
             assert ("-HL" in label) == (cfg.get("HL") > 1), label
