@@ -22,3 +22,28 @@ def test_an_argument_prints_the_header_and_runs_nothing(script, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines and all(line.startswith("#") for line in lines) and len(lines) >= 3
     assert not (tmp_path / "out").exists()    # nothing ran: no output folder
+
+
+def test_the_race_script_packs_every_step_into_one_archive_without_a_gpu(tmp_path):
+    """gpu_race.sh on a machine without a GPU: every step fails fast (the race needs CUDA), and still
+    each one's status is in summary.txt and its log in race.tar.gz, next to the tuning copy. Those are
+    3 files, within the 8 a lent GPU sends back."""
+    import os
+    import sys
+    import tarfile
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OUT": str(out), "HOME": str(tmp_path),
+           "PYTHONPATH": f"/tmp/site:{root}",       # as if setup.sh had run: do not source the bundle
+           "N_BUDGET_S": "5", "TG_BUDGET_S": "5", "STAGES_S": "30",
+           "CUDA_VISIBLE_DEVICES": "", **{k: v for k, v in os.environ.items() if k.startswith("LD_")}}
+    proc = subprocess.run(["bash", str(root / "scripts" / "gpu_race.sh")], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["race.tar.gz", "summary.txt", "tuning.json"]
+    steps = [line.split()[0] for line in (out / "summary.txt").read_text().splitlines() if " rc=" in line]
+    assert steps == ["n64", "n128", "n256", "tg64", "tg128", "tg256", "stages", "merge"]
+    with tarfile.open(out / "race.tar.gz") as tar:
+        logs = {Path(n).name for n in tar.getnames() if n.endswith(".log")}
+        assert logs == {f"{s}.log" for s in steps}
+        assert "needs a CUDA GPU" in tar.extractfile("work/n64.log").read().decode()
