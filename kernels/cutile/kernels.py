@@ -304,6 +304,20 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 
 
 @_relocatable
+def _block_tile(pid, n_heads, n_ptiles, n_sub, nchunks):
+    """(b, chunk, row tile in the chunk, p tile, head) of chunk_scan's flat block index `pid`, head
+    fastest (so the heads of a group read the same B/C tiles back to back)."""
+    h = pid % n_heads
+    r = pid // n_heads
+    pt = r % n_ptiles
+    r = r // n_ptiles
+    m = r % n_sub
+    r = r // n_sub
+    c = r % nchunks
+    return r // nchunks, c, m, pt, h
+
+
+@_relocatable
 def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int]):
     """C B^T of token tile `row` (rows) against token tile `col` (columns), group g, summed over the
     dstate tiles: one (BL, BL) fp32 score tile of chunk_scan (LAT: the loads' latency hint, 0: none)."""
@@ -345,18 +359,10 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     CH > BL: chunks wider than the row tile (fewer chunk states to write and read); columns left of
     the diagonal tile need no mask, since there cs_i - cs_j <= 0. At CH = BL this compiles to the
     same machine code as the earlier whole-chunk-only helper (checked for the table's units)."""
-    nh = x.shape[2]
     n_pt = ct.cdiv(x.shape[3], BP)
     n_kt = ct.cdiv(Bm.shape[3], BN)
     n_sub = CH // BL
-    head = pid % nh
-    rest = pid // nh
-    ptile = rest % n_pt
-    rest = rest // n_pt
-    m = rest % n_sub
-    rest = rest // n_sub
-    c = rest % nchunks
-    bi = rest // nchunks
+    bi, c, m, ptile, head = _block_tile(pid, x.shape[2], n_pt, n_sub, nchunks)
     grp = head // heads_per_group
     blk = c * n_sub + m
     cst = ct.load(cs, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
@@ -401,18 +407,10 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int]):
     """One (b, chunk, row tile, p tile, head) tile of chunk_scan_kernel; pid is its flat index."""
-    nheads = x.shape[2]
     n_ptiles = ct.cdiv(x.shape[3], BP)
     n_ktiles = ct.cdiv(Bm.shape[3], BN)
     n_sub = chunk_size // BL
-    hh = pid % nheads
-    r = pid // nheads
-    pt = r % n_ptiles
-    r = r // n_ptiles
-    m = r % n_sub
-    r = r // n_sub
-    c = r % nchunks
-    b = r // nchunks
+    b, c, m, pt, hh = _block_tile(pid, x.shape[2], n_ptiles, n_sub, nchunks)
     g = hh // heads_per_group
     blk = c * n_sub + m                     # this block's row tile along the sequence
     if blk * BL < seqlen:
@@ -490,19 +488,9 @@ def _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     so they come from L1/L2), and C_i B_j^T of the column tiles left of the diagonal (chunks longer
     than BL; recomputed per head in this first version, so those tiles share nothing).
     """
-    nheads = x.shape[2]
-    n_hblocks = nheads // HL
-    n_ptiles = ct.cdiv(x.shape[3], BP)
     n_ktiles = ct.cdiv(Bm.shape[3], BN)
     n_sub = chunk_size // BL
-    hb = pid % n_hblocks
-    rest = pid // n_hblocks
-    pt = rest % n_ptiles
-    rest = rest // n_ptiles
-    m = rest % n_sub
-    rest = rest // n_sub
-    c = rest % nchunks
-    b = rest // nchunks
+    b, c, m, pt, hb = _block_tile(pid, x.shape[2] // HL, ct.cdiv(x.shape[3], BP), n_sub, nchunks)
     h0 = hb * HL
     g = h0 // heads_per_group               # HL divides heads_per_group: every head here is in g
     blk = c * n_sub + m
