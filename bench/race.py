@@ -192,6 +192,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def switched_on(var: str) -> bool:
+    """Whether the environment switch `var` is on (1, true, yes, on), as the peers read theirs."""
+    return os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def environment() -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__,
            "triton": _version("triton"), "cuda_tile": _version("cuda-tile"), "tilegym": _version("tilegym"),
@@ -323,11 +328,11 @@ class Runner:
                     r["first_call_s"] = round(time.monotonic() - t, 2)
                     if impl == "tilegym":
                         self.tilegym_called = True
-                    if impl == "tilegym" and self.tuning is not None:
-                        events = self.tuning.take_events()
-                        r["tuning"] = ("tuned" if any(e["kind"] == "tuned" for e in events)
-                                       else "recorded" if events else "in-process")
-                        r["tune_s"] = round(sum(e["seconds"] for e in events), 2)
+                        if self.tuning is not None:
+                            events = self.tuning.take_events()
+                            r["tuning"] = ("tuned" if any(e["kind"] == "tuned" for e in events)
+                                           else "recorded" if events else "in-process")
+                            r["tune_s"] = round(sum(e["seconds"] for e in events), 2)
                     if anchor is None:
                         anchor, anchor_name = y, f"{impl} cs{chunk}"
                     r["err_vs_anchor"] = rel_err(y, anchor)
@@ -456,7 +461,7 @@ def main(argv=None) -> int:
         print(describe())
         return 0 if args.list else 2
     for var in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC"):
-        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on") and not args.allow_untuned:
+        if switched_on(var) and not args.allow_untuned:
             print(f"bench.race: {var} is set; the race times autotuned peers. Unset it (or pass --allow-untuned).",
                   file=sys.stderr)
             return 2

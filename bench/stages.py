@@ -151,7 +151,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench.stages: needs a CUDA GPU (use --list for the plan)", file=sys.stderr)
         return 2
-    if os.environ.get("TILEGYM_DISABLE_AUTOTUNE", "").strip().lower() in ("1", "true", "yes", "on"):
+    from bench.race import switched_on
+    if switched_on("TILEGYM_DISABLE_AUTOTUNE"):
         print("bench.stages: TILEGYM_DISABLE_AUTOTUNE is set; TileGym must run at its tuned choices", file=sys.stderr)
         return 2
     doc = run(shapes, args.out, args.tilegym_tuning if os.path.exists(args.tilegym_tuning) else None,

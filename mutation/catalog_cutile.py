@@ -9,9 +9,11 @@ which is what the GPU strategy's menus and weights are for.
 Running them needs a GPU: `python -m mutation.run --catalog cutile --budget-s 300` (the first call of
 each kernel configuration compiles it). `tests/test_mutants_cpu.py` only checks that every snippet
 still applies exactly once, so a refactor of the kernels shows up as catalog rot, not as silent
-dead mutants. Dispatch facts used below (dispatch.py): chunk_state always runs with PF=0, BP=64,
-(BL, BN) in {(64, 32), (64, 16), (128, 16)}; chunk_scan with PERSIST=0, HL=1, BP=64, BN in {64, 128} (the HL>1 head loop, _scan_heads_tile, is
-untabled and has no mutants); varlen_state with BP=BN=64.
+dead mutants. Dispatch facts used below (dispatch.py): chunk_state always runs with PF=0, BP=64, on
+the general path (_state_tiles) with (BL, BN) in {(64, 32), (64, 16), (128, 16)} and on the FAST path
+(aligned problems without seq_idx, catalog_cutile_fast.py) with (64, 32), (128, 64), (256, 64);
+chunk_scan with PERSIST=0, HL=1, BP=64, BN in {64, 128}, FAST at chunk 64 when aligned (the HL>1 head
+loop, _scan_heads_tile, is untabled and has no mutants); varlen_state with BP=BN=64.
 """
 from __future__ import annotations
 

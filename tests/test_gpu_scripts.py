@@ -5,7 +5,10 @@ On a lent GPU a mistaken `--help` that runs the whole script costs minutes of a 
 """
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -28,9 +31,6 @@ def test_the_race_script_packs_every_step_into_one_archive_without_a_gpu(tmp_pat
     """gpu_race.sh on a machine without a GPU: every step fails fast (the race needs CUDA), and still
     each one's status is in summary.txt and its log in race.tar.gz, next to the tuning copy. Those are
     3 files, within the 8 a lent GPU sends back."""
-    import os
-    import sys
-    import tarfile
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "out"
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OUT": str(out), "HOME": str(tmp_path),
