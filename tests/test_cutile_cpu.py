@@ -222,11 +222,11 @@ def test_scan_grid_has_one_block_per_head_block(monkeypatch, h, g, hl, blocks_pe
 
 
 def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
-    """FAST (one whole chunk per tile, no masks) is a promise the launcher makes to the kernel: any
+    """FAST (whole chunks in unmasked tiles) is a promise the launcher makes to the kernel: any
     problem that breaks it must run the general path with the same tiles, never the unmasked one."""
-    for k in ("chunk_state", "chunk_scan"):                # the table's FAST rows keep the kernel's terms
-        assert all(cfg.get("FAST") % cfg.get("BL") == 0 for cfg in dispatch.configs(k)), k
-        assert all(cfg.get("FAST") in (0, cfg.get("BL")) for cfg in dispatch.configs(k) if k == "chunk_state")
+    # the table's FAST rows keep the kernels' terms: one tile per chunk (state), whole row tiles (scan)
+    assert all(cfg.get("FAST") in (0, cfg.get("BL")) for cfg in dispatch.configs("chunk_state"))
+    assert all(cfg.get("FAST") % cfg.get("BL") == 0 for cfg in dispatch.configs("chunk_scan"))
     def prob(seqlen, chunk, has_seq):   # as the launcher builds it for x (1, seqlen, 4, 64), B (.., 64)
         x, B = torch.empty(1, seqlen, 4, 64), torch.empty(1, seqlen, 1, 64)
         return launcher._problem(x, B, chunk, torch.zeros(1, seqlen, dtype=torch.int32) if has_seq else None)
