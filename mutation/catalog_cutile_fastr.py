@@ -1,10 +1,9 @@
 """Mutants of the cuTile FAST scan's column tiles (kernels.py `_scan_chunk` with a chunk wider than its
 64-row tile: FAST = chunk size 128 or 256, BL = 64).
 
-No table row selects that path yet (sweep 4 times it: the `FASTR` candidates of bench/sweep_cutile.py),
-so ENV sets a config override: the suite's aligned problems without seq_idx at chunk 128 and 256 take
-it, every other problem runs the table. Run before such a row lands, this says whether the suite would
-catch a broken column tile there. It needs a GPU: `python -m mutation.run --catalog cutile_fastr`.
+Table rows select that path for aligned problems without seq_idx at chunk 128 and 256 (sweep 4), so
+the catalog runs the table as shipped (no ENV): it says whether the suite catches a broken column tile
+there. It needs a GPU: `python -m mutation.run --catalog cutile_fastr`.
 """
 from __future__ import annotations
 
@@ -12,9 +11,6 @@ from mutation.catalog import maker
 
 IMPL = "cutile"
 K = "kernels/cutile/kernels.py"
-
-ENV = {"SSDCHECK_CUTILE_CONFIG": "chunk_scan@128:BL=64,BN=128,FAST=128,occupancy=3;"
-                                 "chunk_scan@256:BL=64,BN=128,FAST=256,occupancy=3"}
 
 _m = maker(K)
 

@@ -92,18 +92,16 @@ def test_the_fast_catalog_mutates_code_the_table_runs():
     assert load_catalog("cutile_fast").env == () and load_catalog("cutile").env == ()
 
 
-def test_the_fastr_catalog_override_puts_aligned_wide_chunks_on_its_path(monkeypatch):
-    """cutile_fastr mutates _scan_chunk's column tiles, which no row selects yet: its ENV must make the
-    aligned chunk-128/256 problems take FAST = chunk with 64-row tiles, and leave chunk 64 to the table."""
+def test_the_fastr_catalog_mutates_code_the_table_runs():
+    """cutile_fastr mutates _scan_chunk's column tiles: table rows must put aligned chunk-128/256
+    problems on FAST = chunk with 64-row tiles (else its mutants survive for want of a path), with no ENV."""
     from kernels.cutile import dispatch, launcher
-    env = dict(load_catalog("cutile_fastr").env)
-    monkeypatch.setattr(launcher, "_OVERRIDE", dispatch.parse_configs(env[dispatch.CONFIG_ENV]))
     for chunk in (128, 256):
-        prob = dispatch.Problem("bfloat16", 64, 128, chunk, 64, aligned=True)
-        cfg = launcher._fast_config("chunk_scan", launcher._config("chunk_scan", prob), prob)
-        assert (cfg.get("FAST"), cfg.get("BL")) == (chunk, 64), cfg
-    at64 = dispatch.Problem("bfloat16", 64, 128, 64, 64, aligned=True)
-    assert launcher._config("chunk_scan", at64) == dispatch.choose("chunk_scan", at64)
+        for bh in (16, 64, 512):
+            prob = dispatch.Problem("bfloat16", 64, 128, chunk, bh, aligned=True)
+            cfg = launcher._fast_config("chunk_scan", dispatch.choose("chunk_scan", prob), prob)
+            assert (cfg.get("FAST"), cfg.get("BL")) == (chunk, 64), cfg
+    assert load_catalog("cutile_fastr").env == ()
 
 
 def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():

@@ -133,6 +133,12 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # n128), 0.81 -> 0.59 and 0.74 -> 0.46 (b2 l65536 n64, few blocks). chunk_scan FAST at chunk 64, occ3:
 # 0.132 -> 0.097 (n128, BN128), 1.21 -> 0.61 (n64, BN64), 0.67 -> 0.56 ms (n256 g8). The FAST scan at
 # chunk 128 needs BL 128 (occ1, 1.3-1.7x slower than the table): no row.
+# Sweep 4 of 2026-11-30 (reports/raw/2026-11-30-sweep-cutile-run4/): FASTR, the FAST scan at chunk
+# 128/256 in 64-row tiles (BN64 LAT4 occ3), beat the general scan at every point: 0.152 -> 0.127
+# (b8 l2048 n128, chunk 128), 0.80 -> 0.67 (b2 l16384 n256 g8), 1.38 -> 0.76 and 1.78 -> 1.11 ms (b2
+# l65536 n64, chunk 128/256). LAT4 on the chunk-64 FAST scan with BN128: 0.558 -> 0.513 (n256 g8),
+# 0.0973 -> 0.0971 (n128). With few state blocks the chunk-128 state prefers BN16 LAT4 SLAT2 occ4
+# (0.594 -> 0.492, b2 l65536 n64) and chunk 256 BN32 occ4 (0.462 -> 0.351); SWAP stays elsewhere.
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
 
@@ -147,8 +153,14 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_state": (
         Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
              state_config(BL=64, BN=32, FAST=64, LAT=4, SLAT=2, occupancy=4)),
+        Rule(f"{_ALIGNED}, chunk 128, blocks(BN=32) < 264",
+             lambda p: _aligned_at(128)(p) and _state_blocks(p, 32) < 264,
+             state_config(BL=128, BN=16, FAST=128, LAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128),
              state_config(BL=128, BN=64, FAST=128, SWAP=1, occupancy=2)),
+        Rule(f"{_ALIGNED}, chunk 256, blocks(BN=32) < 264",
+             lambda p: _aligned_at(256)(p) and _state_blocks(p, 32) < 264,
+             state_config(BL=256, BN=32, FAST=256, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256),
              state_config(BL=256, BN=64, FAST=256, SWAP=1, occupancy=2)),
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
@@ -160,7 +172,9 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_scan": (
         Rule(f"{_ALIGNED}, chunk 64, dstate <= 64", lambda p: _aligned_at(64)(p) and p.dstate <= 64,
              scan_config(BL=64, BN=64, FAST=64, occupancy=3)),
-        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64), scan_config(BL=64, BN=128, FAST=64, occupancy=3)),
+        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64), scan_config(BL=64, BN=128, FAST=64, LAT=4, occupancy=3)),
+        Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128), scan_config(BL=64, BN=64, FAST=128, LAT=4, occupancy=3)),
+        Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256), scan_config(BL=64, BN=64, FAST=256, LAT=4, occupancy=3)),
         Rule("dstate <= 64", lambda p: p.dstate <= 64, scan_config(BL=64, BN=64, occupancy=3)),
         Rule("dstate >= 128", lambda p: p.dstate >= 128, scan_config(BL=64, BN=128, occupancy=3)),
     ),
