@@ -142,6 +142,22 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
                    scan_config(BL=64, BN=fbn, LAT=4, FAST=chunk, occupancy=3))
 
 
+def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:
+    """'ID' or 'ID@64,128': a shape of the race's grid (bench.shapes.grid) and the chunk sizes to sweep."""
+    from bench.shapes import grid
+    sid, _, chunks = spec.partition("@")
+    by_id = {s.id: s for s in grid()}
+    if sid not in by_id:
+        raise ValueError(f"--shape: expected a race shape id such as {next(iter(by_id))}, got {sid!r}")
+    try:
+        cs = tuple(int(c) for c in chunks.split(",")) if chunks else (64,)
+    except ValueError:
+        raise ValueError(f"--shape: expected chunk sizes as '@64,128', got {chunks!r}") from None
+    if not cs or any(c not in (64, 128, 256) for c in cs):
+        raise ValueError(f"--shape: chunk sizes must be among 64, 128, 256, got {chunks!r}")
+    return by_id[sid], cs
+
+
 def plan(shapes=SHAPES, match: str | None = None):
     """Every (shape, chunk, kernel, label, config) the sweep times; label 'table' is the dispatch row.
     match: comma-separated label substrings; only candidates holding one are kept (the table always)."""
@@ -327,9 +343,16 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=min(14, os.cpu_count() or 1), help="compile-cache warm-up processes")
     ap.add_argument("--only", help="substring of a shape id: sweep only those shapes")
     ap.add_argument("--match", help="comma-separated candidate label substrings, e.g. 'HL,LAT6' (the table always runs)")
+    ap.add_argument("--shape", action="append", default=[], metavar="ID[@CHUNKS]",
+                    help="a race shape by id (bench.shapes), e.g. b2-l16384-h64-p64-n256-g1@64,128, instead "
+                         "of the default shapes (repeatable; chunks default to 64)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     args = ap.parse_args(argv)
-    shapes = tuple((s, c) for s, c in SHAPES if not args.only or args.only in s.id)
+    try:
+        chosen = tuple(race_shape(spec) for spec in args.shape) or SHAPES
+    except ValueError as e:
+        ap.error(str(e))
+    shapes = tuple((s, c) for s, c in chosen if not args.only or args.only in s.id)
     items = plan(shapes, args.match)
     if args.list:
         for shape, chunk, kernel, label, cfg in items:

@@ -242,6 +242,21 @@ def test_sweep_match_keeps_the_table_and_only_matching_candidates():
     assert sum(lab == "table" for *_, lab, _ in items) == sum(len(c) for _, c in sw.SHAPES)
 
 
+def test_sweep_shape_option_takes_race_shapes_and_rejects_the_rest(capsys):
+    """--shape ID@CHUNKS sweeps a race shape (the A/B the race asks for) and names a bad id or chunk."""
+    from bench import sweep_cutile as sw
+    shape, chunks = sw.race_shape("b2-l16384-h64-p64-n256-g1@64,128")
+    assert (shape.batch, shape.seqlen, shape.nheads, shape.dstate, chunks) == (2, 16384, 64, 256, (64, 128))
+    assert sw.race_shape("b8-l2048-h32-p64-n64-g1")[1] == (64,)
+    for bad, word in (("b9-l1-h1-p64-n64-g1", "race shape id"), ("b8-l2048-h32-p64-n64-g1@32", "chunk sizes"),
+                      ("b8-l2048-h32-p64-n64-g1@x", "chunk sizes")):
+        with pytest.raises(ValueError, match=word):
+            sw.race_shape(bad)
+    assert sw.main(["--shape", "b2-l16384-h64-p64-n128-g1", "--match", "FAST-LAT4-occ3", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1] == "2 timings" and all("b2-l16384-h64-p64-n128-g1 cs64" in line for line in listed[:-1])
+
+
 def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
     """The sweep's bookkeeping on the CPU: a fake kernel set whose output and speed depend on the
     override; a candidate that changes the answer is WRONG and never picked, however fast."""
