@@ -88,14 +88,14 @@ def state_candidates(chunk: int, dstate: int):
         yield (f"BL{chunk}-BN64-FAST-SWAP-occ3", state_config(BL=chunk, BN=64, FAST=chunk, SWAP=1, occupancy=3))
 
 
-def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
+def scan_candidates(chunk: int, dstate: int):
     """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency,
-    and heads per block (HL; only values dividing heads_per_group: the launcher would run any other
-    as HL=1, which must not be timed under an HL label)."""
+    and the FAST paths. (The head loop, HL heads per block, lost every sweep and was removed in
+    session 13: NOTES.)"""
     from kernels.cutile.dispatch import scan_config
 
-    def cfg(bl, bn, lat, occ, hl=1):
-        return scan_config(BL=bl, BN=bn, LAT=lat, HL=hl, occupancy=occ)
+    def cfg(bl, bn, lat, occ):
+        return scan_config(BL=bl, BN=bn, LAT=lat, occupancy=occ)
 
     for bl in (64, 128):
         if bl > chunk:
@@ -108,14 +108,6 @@ def scan_candidates(chunk: int, dstate: int, heads_per_group: int = 1):
     bn = 128 if dstate >= 128 else 64
     for lat in (2, 4, 6, 8):
         yield f"BL64-BN{bn}-LAT{lat}-occ3", cfg(64, bn, lat, 3)
-    # head loop: HL heads of one group per block share the C/B loads and C_i B_i^T
-    for hl in (2, 4):
-        if heads_per_group % hl:
-            continue
-        for occ in (2, 3):
-            yield f"BL64-BN{bn}-HL{hl}-occ{occ}", cfg(64, bn, 0, occ, hl)
-    if bn == 64 and heads_per_group % 2 == 0:
-        yield "BL64-BN64-HL2-LAT6-occ3", cfg(64, 64, 6, 3, 2)
     # FAST: one whole chunk per block, unmasked (aligned problems without seq_idx; the sweep's
     # inputs are); at chunk 128 the 128 x 128 fp32 score tile is large, so only few blocks per SM
     if chunk == 64:
@@ -167,7 +159,7 @@ def plan(shapes=SHAPES, match: str | None = None):
             out.append((shape, chunk, "table", "table", None))
             out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
             out += [(shape, chunk, "chunk_scan", lab, cfg)
-                    for lab, cfg in scan_candidates(chunk, shape.dstate, shape.nheads // shape.ngroups)]
+                    for lab, cfg in scan_candidates(chunk, shape.dstate)]
     if match:
         keys = [m for m in match.split(",") if m]
         out = [it for it in out if it[3] == "table" or any(m in it[3] for m in keys)]
@@ -342,7 +334,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "sweep")
     ap.add_argument("--jobs", type=int, default=min(14, os.cpu_count() or 1), help="compile-cache warm-up processes")
     ap.add_argument("--only", help="substring of a shape id: sweep only those shapes")
-    ap.add_argument("--match", help="comma-separated candidate label substrings, e.g. 'HL,LAT6' (the table always runs)")
+    ap.add_argument("--match", help="comma-separated candidate label substrings, e.g. 'FASTR,LAT6' (the table always runs)")
     ap.add_argument("--shape", action="append", default=[], metavar="ID[@CHUNKS]",
                     help="a race shape by id (bench.shapes), e.g. b2-l16384-h64-p64-n256-g1@64,128, instead "
                          "of the default shapes (repeatable; chunks default to 64)")

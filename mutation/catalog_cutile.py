@@ -11,9 +11,10 @@ each kernel configuration compiles it). `tests/test_mutants_cpu.py` only checks 
 still applies exactly once, so a refactor of the kernels shows up as catalog rot, not as silent
 dead mutants. Dispatch facts used below (dispatch.py): chunk_state always runs with PF=0, BP=64, on
 the general path (_state_tiles) with (BL, BN) in {(64, 32), (64, 16), (128, 16)} and on the FAST path
-(aligned problems without seq_idx, catalog_cutile_fast.py) with (64, 32), (128, 64), (256, 64);
-chunk_scan with PERSIST=0, HL=1, BP=64, BN in {64, 128}, FAST at chunk 64 when aligned (the HL>1 head
-loop, _scan_heads_tile, is untabled and has no mutants); varlen_state with BP=BN=64.
+(aligned problems without seq_idx, catalog_cutile_fast.py) with (64, 32), (128, 16), (128, 64), (256, 32),
+(256, 64); chunk_scan with PERSIST=0, BL=BP=64, BN in {64, 128}, and when aligned FAST = the chunk size
+(64: catalog_cutile_fast.py; 128 and 256 in 64-row tiles: catalog_cutile_fastr.py); varlen_state with
+BP=BN=64.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Registers and stack frame per thread of each kernel in a cubin, read from its ELF (no CUDA tools).
 
     python scripts/cubin_resources.py a.cubin [b.cubin ...]
-    python scripts/cubin_resources.py --compile-scan bfloat16 128 1 2 4    # chunk_scan, BN128, HL 1/2/4
+    python scripts/cubin_resources.py --compile-scan bfloat16 128 --occ 2  # chunk_scan, BN128, occupancy 2
     python scripts/cubin_resources.py --compile-sweep FAST                 # the sweep's FAST candidates
 
 The toolchain cuTile ships (tileiras) has no resource report and no cuobjdump, so this reads what the
@@ -9,8 +9,8 @@ driver reads: the EIATTR records of the `.nv.info` section, keyed by symbol (REG
 thread; FRAME_SIZE = the per-thread stack frame, where spilled registers live; MIN/MAX_STACK_SIZE),
 and the sizes of the `.text.<kernel>` and `.nv.shared.<kernel>` sections. A frame above zero means
 local-memory traffic (spills, or arrays the compiler could not keep in registers), which usually
-costs time. `--compile-scan DTYPE BN HL...` compiles chunk_scan_kernel for sm_90 (the table's BL/BP,
-LAT 0, PERSIST 0, occupancy 3) at each HL with cuTile's cache off and prints the seconds and
+costs time. `--compile-scan DTYPE BN` compiles chunk_scan_kernel for sm_90 (the general path at the
+table's BL/BP, LAT 0, PERSIST 0, occupancy 3) with cuTile's cache off and prints the seconds and
 resources; `--occ N` sets the occupancy hint, `--out DIR` writes each cubin there. `--same-code A B` says whether
 two cubins hold the same machine code (debug sections and line info aside). `--compile-sweep MATCH`
 compiles the bench sweep's candidates whose label holds MATCH (bf16, sm_90, CUTILE_COMPILE_JOBS
@@ -111,10 +111,10 @@ def compile_unit(kernel: str, cfg, dtype: str, arch: str = "sm_90") -> tuple[byt
     return buf.getvalue(), time.time() - t0
 
 
-def compile_scan(dtype: str, bn: int, hl: int, arch: str = "sm_90", occ: int = 3) -> tuple[bytes, float]:
-    """chunk_scan_kernel's cubin at the table's tiles with dstate tile `bn` and HL heads per block."""
+def compile_scan(dtype: str, bn: int, arch: str = "sm_90", occ: int = 3) -> tuple[bytes, float]:
+    """chunk_scan_kernel's cubin (general path) at the table's tiles with dstate tile `bn`."""
     from kernels.cutile.dispatch import scan_config
-    return compile_unit("chunk_scan", scan_config(BN=bn, HL=hl, occupancy=occ), dtype, arch)
+    return compile_unit("chunk_scan", scan_config(BN=bn, occupancy=occ), dtype, arch)
 
 
 def _sweep_unit(item) -> str:
@@ -156,14 +156,13 @@ def main(argv=None) -> int:
         if "--occ" in args:
             occ = int(args[args.index("--occ") + 1])
             del args[args.index("--occ"):args.index("--occ") + 2]
-        dtype, bn, hls = args[1], int(args[2]), [int(a) for a in args[3:]]
-        for hl in hls:
-            blob, secs = compile_scan(dtype, bn, hl, occ=occ)
-            if out_dir:
-                with open(f"{out_dir}/chunk_scan-{dtype}-BN{bn}-HL{hl}-occ{occ}-sm_90.cubin", "wb") as f:
-                    f.write(blob)
-            for k, r in resources(blob).items():
-                print(f"chunk_scan {dtype} BN{bn} HL{hl} occ{occ}: {secs:.1f} s, {k[:40]}: {r}", flush=True)
+        dtype, bn = args[1], int(args[2])
+        blob, secs = compile_scan(dtype, bn, occ=occ)
+        if out_dir:
+            with open(f"{out_dir}/chunk_scan-{dtype}-BN{bn}-occ{occ}-sm_90.cubin", "wb") as f:
+                f.write(blob)
+        for k, r in resources(blob).items():
+            print(f"chunk_scan {dtype} BN{bn} occ{occ}: {secs:.1f} s, {k[:40]}: {r}", flush=True)
         return 0
     for path in args:
         with open(path, "rb") as f:

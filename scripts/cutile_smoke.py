@@ -74,14 +74,13 @@ BENCH = [
 
 def bench_variants():
     """(label, {kernel: Config}) alternatives timed on the first bench shape."""
-    from kernels.cutile.dispatch import Config
+    from kernels.cutile.dispatch import scan_config, state_config
 
-    def st(bp=64, bn=64, pf=1, lat=0, occ=2):
-        return {"chunk_state": Config((("BL", 64), ("BP", bp), ("BN", bn), ("PF", pf), ("LAT", lat)), occ)}
+    def st(bp=64, bn=64, pf=1, lat=0, occ=2):   # the constants in the kernel's order, as the launcher passes them
+        return {"chunk_state": state_config(BL=64, BP=bp, BN=bn, PF=pf, LAT=lat, occupancy=occ)}
 
-    def sc(bn=128, lat=0, occ=2, persist=0, hl=1):
-        return {"chunk_scan": Config((("BL", 64), ("BP", 64), ("BN", bn), ("LAT", lat), ("PERSIST", persist),
-                                      ("HL", hl)), occ)}
+    def sc(bn=128, lat=0, occ=2, persist=0):
+        return {"chunk_scan": scan_config(BL=64, BN=bn, LAT=lat, PERSIST=persist, occupancy=occ)}
 
     return [
         ("table", {}),

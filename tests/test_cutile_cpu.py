@@ -174,7 +174,7 @@ def test_stage_entry_points_refuse_int32_overflow(monkeypatch):
 
 def test_every_config_names_its_kernels_constants_in_order():
     """The launcher passes a Config's constants positionally after the arguments: their names must be
-    the kernel's trailing ct.Constant parameters, in order (chunk_scan's HL included)."""
+    the kernel's trailing ct.Constant parameters, in order."""
     from kernels.cutile import compile_matrix as cm
     for kernel in dispatch.KERNEL_NAMES:
         params = inspect.signature(cm._kernel_fn(kernel)._pyfunc).parameters
@@ -184,30 +184,14 @@ def test_every_config_names_its_kernels_constants_in_order():
             assert [n for n, _ in cfg.constants] == consts, (kernel, str(cfg))
 
 
-def _scan_cfg(hl, persist=0):
-    return dispatch.scan_config(BN=64, PERSIST=persist, HL=hl, occupancy=2)
-
-
-def test_scan_head_loop_falls_back_to_one_head_where_hl_does_not_divide_the_group():
-    assert all(cfg.get("HL") == 1 for cfg in dispatch.configs("chunk_scan"))   # no table row uses it
-    for hl, hpg, want in ((1, 3, 1), (2, 8, 2), (4, 8, 4), (4, 2, 1), (2, 1, 1), (2, 3, 1), (8, 8, 8)):
-        got = launcher._scan_heads_config(_scan_cfg(hl), hpg)
-        assert got.get("HL") == want, (hl, hpg)
-        assert [n for n, _ in got.constants] == [n for n, _ in _scan_cfg(hl).constants]
-        assert dict(got.constants, HL=0) == dict(_scan_cfg(hl).constants, HL=0) and got.occupancy == 2
-    with pytest.raises(ValueError, match="HL must be >= 1"):
-        launcher._scan_heads_config(_scan_cfg(0), 4)
-
-
-@pytest.mark.parametrize("h,g,hl,blocks_per_tile", [(8, 2, 2, 4), (8, 2, 4, 2), (8, 1, 4, 2), (6, 2, 2, 6),
-                                                    (6, 3, 2, 3), (8, 2, 1, 8)])
-def test_scan_grid_has_one_block_per_head_block(monkeypatch, h, g, hl, blocks_per_tile):
-    """_run_scan's grid is the tiles over (b, chunk, row tile, p tile) times nheads / HL (HL as
-    launched, after the fallback), and the Config it launches carries that HL."""
+@pytest.mark.parametrize("h,g", [(8, 2), (8, 1), (6, 3), (4, 4)])
+def test_scan_grid_has_one_block_per_row_tile_and_head(monkeypatch, h, g):
+    """_run_scan's grid is one block per (b, chunk, row tile, p tile, head), and the kernel gets the
+    heads per B/C group it indexes groups with."""
     seen = []
     monkeypatch.setattr(launcher, "_launch", lambda grid, kfn, cfg, args, dev: seen.append((grid, cfg, args)))
     monkeypatch.setattr(launcher, "_kernels", lambda: type("K", (), {"chunk_scan_kernel": None}))
-    monkeypatch.setitem(launcher._OVERRIDE, "chunk_scan", _scan_cfg(hl))
+    monkeypatch.setitem(launcher._OVERRIDE, "chunk_scan", dispatch.scan_config(BN=64, occupancy=2))
     b, l, p, n, chunk = 2, 200, 128, 64, 128
     nchunks = -(-l // chunk)
     x = torch.zeros(b, l, h, p)
@@ -215,9 +199,8 @@ def test_scan_grid_has_one_block_per_head_block(monkeypatch, h, g, hl, blocks_pe
     cs = torch.zeros(b, h, nchunks * chunk)
     launcher._run_scan(x, None, B, B, cs, cs, torch.zeros(b, nchunks, h, p, n), None, None, chunk)
     [(grid, cfg, args)] = seen
-    tiles_per_head_block = b * nchunks * (chunk // 64) * (p // 64)
-    assert grid == (tiles_per_head_block * blocks_per_tile, 1, 1)
-    assert h // cfg.get("HL") == blocks_per_tile and (h // g) % cfg.get("HL") == 0
+    assert grid == (b * nchunks * (chunk // 64) * (p // 64) * h, 1, 1)
+    assert cfg.get("FAST") == 0                          # l % chunk != 0: the masked path
     assert args[13] == h // g                           # heads_per_group, as the kernel takes it
 
 
@@ -246,8 +229,6 @@ def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
     rows = dispatch.scan_config(BL=64, FAST=128)                  # the scan takes a chunk in 64-row tiles
     assert launcher._fast_config("chunk_scan", rows, prob(256, 128, False)) is rows
     assert launcher._fast_config("chunk_scan", rows, prob(200, 128, False)).get("FAST") == 0
-    with pytest.raises(ValueError, match="HL=1"):
-        launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, HL=2, FAST=64), prob(128, 64, False))
     with pytest.raises(KeyError, match="SWAP"):           # a fallback only sets constants the kernel has
         dispatch.scan_config().replace(SWAP=1)
 

@@ -3,7 +3,6 @@
     python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix
     python -m kernels.cutile.compile_matrix --arch sm_120 --cover   # a covering set
     python -m kernels.cutile.compile_matrix --list
-    python -m kernels.cutile.compile_matrix --scan-heads            # the untabled HL > 1 chunk_scan units
 
 A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 
 from kernels.cutile import dispatch
-from kernels.cutile.dispatch import ELEMENT_DTYPES, Config, scan_config
+from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 
 FULL_ARCHS = ("sm_90", "sm_100")
 COVER_ARCHS = ("sm_80", "sm_103", "sm_120")
@@ -42,18 +41,6 @@ def enumerate_matrix() -> list[Unit]:
     """Every (kernel, config, dtype) the launcher can launch."""
     return [Unit(k, cfg, dt) for k in dispatch.KERNEL_NAMES for cfg in dispatch.configs(k)
             for dt in ELEMENT_DTYPES]
-
-
-def scan_heads_units() -> list[Unit]:
-    """The untabled head-loop chunk_scan (HL 2 and 4 heads per block, the sweep's candidates: BN 64
-    and 128, occupancy 2 and 3) in every dtype: `--scan-heads`. Not in the CI matrix, which holds
-    only what the table can choose (HL=1)."""
-    out = []
-    for hl in (2, 4):
-        for bn in (64, 128):
-            for occ in (2, 3):
-                out += [Unit("chunk_scan", scan_config(BN=bn, HL=hl, occupancy=occ), dt) for dt in ELEMENT_DTYPES]
-    return out
 
 
 def covering_set(units: list[Unit] | None = None) -> list[Unit]:
@@ -154,12 +141,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", action="append", help="sm_90, sm_100, ... (repeatable)")
     ap.add_argument("--cover", action="store_true", help="compile a covering set instead of the full matrix")
-    ap.add_argument("--scan-heads", action="store_true",
-                    help="compile the untabled head-loop chunk_scan units (HL 2/4) instead")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    units = scan_heads_units() if args.scan_heads else covering_set() if args.cover else enumerate_matrix()
+    units = covering_set() if args.cover else enumerate_matrix()
     if args.list:
         for u in units:
             print(u)

@@ -273,8 +273,7 @@ def _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
-                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], HL: ct.Constant[int],
-                      FAST: ct.Constant[int]):
+                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -286,21 +285,19 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     The dstate loop computes C_i S_in^T and the diagonal score tile C_i B_i^T from one load of C_i;
     the column tiles left of the diagonal (chunks longer than BL) follow.
     PERSIST=1: a grid of a few blocks per SM loops over the tiles (grid-stride).
-    HL > 1 (an experiment, no table row): one block per HL consecutive heads of one group, looping
-    over them (_scan_heads_tile); the launcher only passes an HL dividing heads_per_group.
     FAST = chunk_size (rows for aligned chunk-64 problems): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes one BL-row tile of a chunk per block
     unmasked (FAST = BL: the whole chunk; FAST a multiple of BL: one of its row tiles).
     """
     if PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL, FAST)
+                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
     else:
-        # blocks of every path (FAST: BL = chunk_size; HL divides the heads: the launcher's promises)
-        total = (x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * (x.shape[2] // HL))
+        # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
+        total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL, FAST)
+                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
 
 
 @_relocatable
@@ -335,13 +332,10 @@ def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], 
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                HL: ct.Constant[int], FAST: ct.Constant[int]):
-    """Block `pid` of chunk_scan_kernel, by path: HL heads of a group (HL > 1), one unmasked row tile
-    of an aligned chunk (FAST), or one row tile of one head."""
-    if HL > 1:
-        _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, HL)
-    elif FAST != 0:
+                FAST: ct.Constant[int]):
+    """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
+    one row tile of one head."""
+    if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                     BL, BP, BN, FAST, LAT)
     else:
@@ -469,84 +463,6 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
             zf = zi.astype(ct.float32)
             acc = acc * (zf / (1.0 + ct.exp(-zf)))
         ct.store(out, (b, blk, hh, pt), acc.reshape((1, BL, 1, BP)).astype(out.dtype))
-
-
-@_relocatable
-def _scan_heads_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                     seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
-                     BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                     HL: ct.Constant[int]):
-    """HL consecutive heads hb*HL .. hb*HL+HL-1 (one B/C group) of one (b, chunk, row tile, p tile).
-
-    Same arithmetic as _scan_tile, per head and in the same order (so y is the same bits), but the
-    head-independent part is done once before a loop over the heads: the diagonal scores
-    C_i B_i^T (fp32, BL x BL), the position / causal / sequence masks and the sequence ids. Inside
-    the loop every tile is 2-D, one head at a time: the earlier head-block kernel's batched
-    (HB, BL, ...) tiles took 255 registers and spilled (NOTES, sweep 2).
-    Reloaded per head, not kept: the C_i tiles of the C_i S_in^T product (held across the loop they
-    would add BL*BN operand registers to the cb tile that is held; the block loaded them just before,
-    so they come from L1/L2), and C_i B_j^T of the column tiles left of the diagonal (chunks longer
-    than BL; recomputed per head in this first version, so those tiles share nothing).
-    """
-    n_ktiles = ct.cdiv(Bm.shape[3], BN)
-    n_sub = chunk_size // BL
-    b, c, m, pt, hb = _block_tile(pid, x.shape[2] // HL, ct.cdiv(x.shape[3], BP), n_sub, nchunks)
-    h0 = hb * HL
-    g = h0 // heads_per_group               # HL divides heads_per_group: every head here is in g
-    blk = c * n_sub + m
-    if blk * BL < seqlen:
-        # ---- once per block: sequence ids, masks, diagonal scores
-        rows = blk * BL + ct.arange(BL, dtype=ct.int32)
-        sid = ct.zeros((BL,), ct.int32)
-        sid_before = ct.full((), 0, ct.int32)      # sequence at the previous chunk's last token
-        if has_seq != 0:
-            sid = ct.load(seq_idx, (b, blk), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
-            if c > 0:
-                sid_before = ct.load(seq_idx, (b, c * chunk_size - 1), shape=())
-        from_state = sid == sid_before
-        causal = (rows[:, None] >= rows[None, :]) & (rows < seqlen)[None, :]
-        if has_seq != 0:
-            causal = causal & (sid[:, None] == sid[None, :])
-        scores = _scores(Cm, Bm, b, blk, blk, g, BL, BN, LAT)
-
-        # ---- per head, 2-D tiles only
-        for hi in range(HL):
-            hh = h0 + hi
-            csh = ct.load(cs, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
-            dth = ct.load(dtc, (b, hh, blk), shape=(1, 1, BL)).reshape((BL,))
-            y = ct.zeros((BL, BP), ct.float32)
-            for k in range(n_ktiles):
-                c_ik = ct.load(Cm, (b, blk, g, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
-                               latency=_lat(LAT)).reshape((BL, BN))
-                s_k = ct.load(states, (b, c, hh, pt, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
-                              latency=_lat(LAT)).reshape((BP, BN))
-                y = ct.mma(c_ik, ct.transpose(s_k.astype(Cm.dtype)), y)
-            y = ct.where(from_state[:, None], y * ct.exp2(csh)[:, None], 0.0)
-            # select after the product: a masked entry's exp2 may overflow, and it must not reach y
-            wd = ct.where(causal, scores * ct.exp2(csh[:, None] - csh[None, :]) * dth[None, :], 0.0)
-            xh = ct.load(x, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO,
-                         latency=_lat(LAT)).reshape((BL, BP))
-            y = ct.mma(wd.astype(x.dtype), xh, y)
-
-            for jt in range(m):                   # column tiles left of the diagonal, same chunk
-                jb = c * n_sub + jt
-                sc = _scores(Cm, Bm, b, blk, jb, g, BL, BN, 0)
-                csj = ct.load(cs, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
-                dtj = ct.load(dtc, (b, hh, jb), shape=(1, 1, BL)).reshape((BL,))
-                wl = sc * ct.exp2(csh[:, None] - csj[None, :]) * dtj[None, :]
-                if has_seq != 0:
-                    sid_j = ct.load(seq_idx, (b, jb), shape=(1, BL), padding_mode=ZERO).reshape((BL,))
-                    wl = ct.where(sid[:, None] == sid_j[None, :], wl, 0.0)
-                xj = ct.load(x, (b, jb, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
-                y = ct.mma(wl.astype(x.dtype), xj, y)
-
-            if has_d != 0:
-                y = y + xh.astype(ct.float32) * ct.load(D, (hh, pt), shape=(1, BP), padding_mode=ZERO)
-            if has_z != 0:
-                zh = ct.load(z, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
-                zh32 = zh.astype(ct.float32)
-                y = y * (zh32 / (1.0 + ct.exp(-zh32)))
-            ct.store(out, (b, blk, hh, pt), y.reshape((1, BL, 1, BP)).astype(out.dtype))
 
 
 # --------------------------------------------------------------------------- 4. varlen states

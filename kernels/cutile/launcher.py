@@ -173,14 +173,13 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
     serves. FAST = c promises the kernel an aligned problem (seqlen % c == 0) without seq_idx at
     chunk size c, in BL-token tiles (chunk_state: one BL = c tile per chunk; chunk_scan: BL = c, or a
     divisor of c, one row tile per block); a problem outside that runs the general path with the same
-    tiles (the same answer, masked), like _scan_heads_config's fallback. A FAST the Config's BL does
-    not fit, or one combined with a head loop, is a table error."""
+    tiles (the same answer, masked). A FAST the Config's BL does not fit is a table error."""
     fast, bl = cfg.get("FAST"), cfg.get("BL")
     if fast == 0:
         return cfg
     if kernel == "chunk_scan":
-        if fast % bl or cfg.get("HL") != 1:
-            raise ValueError(f"{kernel} Config {cfg}: FAST must be a multiple of BL and needs HL=1")
+        if fast % bl:
+            raise ValueError(f"{kernel} Config {cfg}: FAST must be a multiple of BL")
     elif fast != bl:
         raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL")
     if problem.aligned and fast == problem.chunk_size:
@@ -211,32 +210,15 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     return states, final
 
 
-def _scan_heads_config(cfg: dispatch.Config, heads_per_group: int) -> dispatch.Config:
-    """The chunk_scan Config to launch: `cfg`, or `cfg` with HL=1 when its HL (heads per block, all
-    of one B/C group) does not divide heads_per_group.
-
-    Falling back rather than raising: dispatch.Problem does not hold nheads or ngroups, so a Config
-    with HL > 1 (a sweep candidate, an override, a future table row) is chosen for a class of
-    problems that also holds problems it cannot serve; those then run the per-head path (HL=1, the
-    same results) instead of failing, and every problem the argument checks accept stays launchable.
-    The sweep skips such candidates itself, so it never times a fallback under an HL>1 label."""
-    hl = cfg.get("HL")
-    if hl < 1:
-        raise ValueError(f"chunk_scan Config {cfg}: HL must be >= 1")
-    if hl == 1 or heads_per_group % hl == 0:
-        return cfg
-    return cfg.replace(HL=1)
-
-
 def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     b, l, h, p = x.shape
     g = B.shape[2]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
     prob = _problem(x, B, chunk_size, seq32)
-    cfg = _fast_config("chunk_scan", _scan_heads_config(_config("chunk_scan", prob), h // g), prob)
+    cfg = _fast_config("chunk_scan", _config("chunk_scan", prob), prob)
     bl = cfg.get("BL")
-    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * (h // cfg.get("HL"))
+    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
     if cfg.get("PERSIST"):
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         tiles = min(tiles, sms * (cfg.occupancy or 1))
