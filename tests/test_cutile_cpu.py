@@ -271,3 +271,22 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
     monkeypatch.setattr(launcher, "_OVERRIDE", {"chunk_state": at64, "chunk_state@128": at128})
     got = {c: launcher._config("chunk_state", dispatch.Problem("bfloat16", 64, 64, c, 64, True)) for c in (64, 128, 256)}
     assert got == {64: at64, 128: at128, 256: at64}
+
+
+def test_pending_patches_still_apply_in_order(tmp_path):
+    """kernels/cutile/pending/*.patch (table rows waiting for a GPU gate) must apply to the kernels as
+    they are now, one after the other, or the next session cannot gate them as written."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    patches = sorted((root / "kernels/cutile/pending").glob("*.patch"))
+    if not patches:
+        pytest.skip("no pending patches")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    shutil.copytree(root / "kernels/cutile", tmp_path / "kernels/cutile",
+                    ignore=shutil.ignore_patterns("__pycache__", "pending"))
+    for p in patches:
+        proc = subprocess.run(["git", "apply", str(p)], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{p.name} no longer applies: {proc.stderr}"
