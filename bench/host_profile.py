@@ -1,6 +1,7 @@
 """Where the host time of one forward goes: Python, argument checks, allocations or cuTile's launch.
 
     python -m bench.host_profile --out $OUT/host --tilegym-tuning reports/tilegym-tuning-h200.json
+    python -m bench.host_profile --out /tmp/host --cpu     # any machine: the Python side alone
 
 At 8x2K n64 the race measured 0.209 ms of host time per cutile forward against 0.139 ms of kernels
 (session 12), so the forward there is partly launch-bound. This times, with nothing waited for
@@ -11,11 +12,13 @@ host.txt to --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import json
 import pstats
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from bench.shapes import Shape
 
@@ -85,15 +88,57 @@ def run(shapes, calls: int, tuning_path: str | None) -> dict:
     return doc
 
 
+@contextlib.contextmanager
+def launches_stubbed():
+    """ssd_forward on CPU tensors with every CUDA call it makes stubbed out (the device check, the
+    device context, the stream lookup, cuTile's launch): what is left is the Python side, timed on
+    any machine. It says nothing about what the stubbed calls cost on the GPU host."""
+    import torch
+    from kernels.cutile import launcher
+    saved = (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream)
+    launcher._require_cuda = lambda x: None
+    launcher._ct = lambda: SimpleNamespace(launch=lambda stream, grid, kernel, args: None)
+    torch.cuda.device = lambda device: contextlib.nullcontext()
+    torch.cuda.current_stream = lambda device=None: None
+    try:
+        yield
+    finally:
+        launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream = saved
+
+
+def run_cpu(shapes, calls: int) -> dict:
+    """The Python side of the forward on the CPU (launches_stubbed), per call, and its profile."""
+    import time as _time
+    from bench.race import make_inputs
+    from kernels.cutile import ssd_forward
+    doc = {"mode": "cpu, CUDA calls stubbed", "calls": calls, "shapes": []}
+    with launches_stubbed():
+        for shape in shapes:
+            kw = dict(make_inputs(shape, 0, device="cpu"), chunk_size=CHUNK)
+            fn = lambda: ssd_forward(**kw)  # noqa: E731
+            for _ in range(5):
+                fn()
+            best = []
+            for _ in range(5):   # best of 5 medians-of-calls: the 2-core CI machine is noisy
+                t = _time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                best.append((_time.perf_counter() - t) / calls * 1e3)
+            doc["shapes"].append({"id": shape.id, "chunk": CHUNK, "host_ms": {"forward (python side)": min(best)},
+                                  "profile": profile_rows(fn, calls)})
+    return doc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--tilegym-tuning", help="recorded TileGym choices (reports/tilegym-tuning-h200.json)")
+    ap.add_argument("--cpu", action="store_true", help="no GPU: the Python side only, CUDA calls stubbed")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = run(SHAPES, args.calls, args.tilegym_tuning)
+    doc = run_cpu(SHAPES, args.calls) if args.cpu else run(SHAPES, args.calls, args.tilegym_tuning)
     (out / "host.json").write_text(json.dumps(doc, indent=1))
     text = render(doc)
     (out / "host.txt").write_text(text)
