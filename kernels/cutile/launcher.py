@@ -71,9 +71,15 @@ def _ct():
     return ct
 
 
+_K = None
+
+
 def _kernels():
-    from kernels.cutile import kernels as K  # noqa: PLC0415
-    return K
+    global _K
+    if _K is None:   # imported on first use: importing kernels.cutile must not need cuda.tile to work
+        from kernels.cutile import kernels as K  # noqa: PLC0415
+        _K = K
+    return _K
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
@@ -134,11 +140,14 @@ def _kernel_for(kfn, cfg: dispatch.Config):
     return _HINTED[key]
 
 
-def _launch(grid: tuple, kfn, cfg: dispatch.Config, args: tuple, device: torch.device) -> None:
+def _launch(grid: tuple, kfn, cfg: dispatch.Config, args: tuple, device: torch.device, stream=None) -> None:
+    """Launch on `stream`, or on the device's current stream (a forward looks it up once for its launches)."""
     ct = _ct()
     consts = tuple(v for _, v in cfg.constants)
+    if stream is None:
+        stream = torch.cuda.current_stream(device)
     try:
-        ct.launch(torch.cuda.current_stream(device), grid, _kernel_for(kfn, cfg), args + consts)
+        ct.launch(stream, grid, _kernel_for(kfn, cfg), args + consts)
     except Exception as e:
         from kernels.cutile.toolchain import explain  # noqa: PLC0415
         cc = torch.cuda.get_device_capability(device)
@@ -151,7 +160,7 @@ def _launch(grid: tuple, kfn, cfg: dispatch.Config, args: tuple, device: torch.d
 # --------------------------------------------------------------------------- kernel wrappers
 # These take dense internal layouts: cs / dtc are (b, h, Lpad) fp32, cs in log2 units.
 
-def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
+def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit, stream=None):
     b, l, h = dt.shape
     nchunks = -(-l // chunk_size)
     lpad = nchunks * chunk_size
@@ -164,7 +173,7 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit):
     has_bias = bias32 is not None
     args = (dt, A32, bias32 if has_bias else A32, dtc, cs,
             l, chunk_size, int(has_bias), int(bool(dt_softplus)), lo, hi)
-    _launch(grid, _kernels().chunk_cumsum_kernel, cfg, args, dt.device)
+    _launch(grid, _kernels().chunk_cumsum_kernel, cfg, args, dt.device, stream)
     return cs, dtc
 
 
@@ -194,7 +203,7 @@ def _problem(x, B, chunk_size: int, seq32) -> Problem:
                    aligned=l % chunk_size == 0 and seq32 is None)
 
 
-def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
+def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
@@ -206,11 +215,11 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype):
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
             l, chunk_size, nchunks, h // g, int(init32 is not None), int(seq32 is not None))
-    _launch(grid, _kernels().chunk_state_kernel, cfg, args, x.device)
+    _launch(grid, _kernels().chunk_state_kernel, cfg, args, x.device, stream)
     return states, final
 
 
-def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
+def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
     b, l, h, p = x.shape
     g = B.shape[2]
     nchunks = -(-l // chunk_size)
@@ -226,7 +235,7 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size):
     args = (x, z if z is not None else x, B, C, dtc, cs, states,
             D32 if D32 is not None else cs[0], seq32 if seq32 is not None else _dummy_int(x.device), out,
             l, chunk_size, nchunks, h // g, int(seq32 is not None), int(D32 is not None), int(z is not None))
-    _launch(grid, _kernels().chunk_scan_kernel, cfg, args, x.device)
+    _launch(grid, _kernels().chunk_scan_kernel, cfg, args, x.device, stream)
     return out
 
 
@@ -249,6 +258,14 @@ def _dummy_int(device):
     if device not in _DUMMIES:
         _DUMMIES[device] = torch.zeros(1, 16, dtype=torch.int32, device=device)
     return _DUMMIES[device]
+
+
+def _batch_part(b0: int, b1: int, b: int):
+    """t -> rows b0:b1 of a batch-first tensor t (None stays None). The whole batch passes as it is:
+    slicing a tensor costs host time, paid per tensor and per launch."""
+    if (b0, b1) == (0, b):
+        return lambda t: t
+    return lambda t: None if t is None else t[b0:b1]
 
 
 def _batch_slices(b: int, per_batch: Sequence[int]) -> list[tuple[int, int]]:
@@ -305,18 +322,18 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
             out = torch.empty_like(x)
             final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
         varlen = None
+        stream = torch.cuda.current_stream(x.device)   # once: each lookup costs host time
         for b0, b1 in slices:
-            sl = slice(b0, b1)
-            cs, dtc = _run_cumsum(dt[sl], A32, bias32, chunk_size, dt_softplus, dt_limit)
-            states, fin = _run_state(x[sl], B[sl], dtc, cs, init32[sl] if init32 is not None else None,
-                                     seq32[sl] if seq32 is not None else None, chunk_size, x.dtype)
-            y = _run_scan(x[sl], z[sl] if z is not None else None, B[sl], C[sl], dtc, cs, states, D32,
-                          seq32[sl] if seq32 is not None else None, chunk_size)
+            part = _batch_part(b0, b1, b)
+            cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
+            states, fin = _run_state(part(x), part(B), dtc, cs, part(init32), part(seq32), chunk_size, x.dtype,
+                                     stream)
+            y = _run_scan(part(x), part(z), part(B), part(C), dtc, cs, states, D32, part(seq32), chunk_size, stream)
             if len(slices) == 1:
                 out, final = y, fin
             else:
-                out[sl].copy_(y)
-                final[sl].copy_(fin)
+                out[b0:b1].copy_(y)
+                final[b0:b1].copy_(fin)
             if return_varlen_states:
                 # Each packed sequence starts from zero (initial_states belong to sequence 0): the
                 # states come from a pass whose seq_idx is derived from cu_seqlens. With the usual
