@@ -86,6 +86,16 @@ def state_candidates(chunk: int, dstate: int):
         yield (f"BL{chunk}-BN64-FAST-SWAP-LAT4-SLAT2-occ2",
                state_config(BL=chunk, BN=64, LAT=4, SLAT=2, FAST=chunk, SWAP=1, occupancy=2))
         yield (f"BL{chunk}-BN64-FAST-SWAP-occ3", state_config(BL=chunk, BN=64, FAST=chunk, SWAP=1, occupancy=3))
+    # DLAT: a latency hint on the loop's dt and cumsum loads (TileGym tunes one on its decay loads; its
+    # choice with few blocks at dstate 64/128 is BN32, occupancy 2, loads 6, decay 4, stores 2)
+    for lat, occ in ((4, 4), (4, 2), (6, 2)):
+        yield (f"BL{chunk}-BN32-FAST-LAT{lat}-DLAT4-SLAT2-occ{occ}",
+               state_config(BL=chunk, BN=32, LAT=lat, SLAT=2, DLAT=4, FAST=chunk, occupancy=occ))
+    yield (f"BL{chunk}-BN16-FAST-LAT4-DLAT4-SLAT2-occ4",
+           state_config(BL=chunk, BN=16, LAT=4, SLAT=2, DLAT=4, FAST=chunk, occupancy=4))
+    if dstate >= 64:
+        yield (f"BL{chunk}-BN64-FAST-SWAP-DLAT4-occ2",
+               state_config(BL=chunk, BN=64, DLAT=4, FAST=chunk, SWAP=1, occupancy=2))
 
 
 def scan_candidates(chunk: int, dstate: int):

@@ -63,10 +63,11 @@ class Rule:
     config: Config = None
 
 
-def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, BP=64, occupancy=4) -> Config:
+def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, BP=64, occupancy=4) -> Config:
     """A chunk_state Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP), occupancy)
+    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP, DLAT=DLAT),
+                  occupancy)
 
 
 def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, BP=64, occupancy=3) -> Config:

@@ -111,8 +111,11 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                        PF: ct.Constant[int], LAT: ct.Constant[int], SLAT: ct.Constant[int],
-                       FAST: ct.Constant[int], SPLIT: ct.Constant[int], SWAP: ct.Constant[int]):
+                       FAST: ct.Constant[int], SPLIT: ct.Constant[int], SWAP: ct.Constant[int],
+                       DLAT: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b). SLAT: latency hint of the state stores (0: none).
+    DLAT (FAST path only): latency hint of the per-chunk dt and cumsum loads, which sit on the
+    sequential loop's critical path (TileGym tunes the same hint on its decay loads).
     FAST = chunk_size (= BL): the launcher vouches that seqlen % chunk_size == 0 and there is no
     seq_idx, and _state_chunks runs (no masks, one tile per chunk); FAST = 0: _state_tiles.
     SPLIT (FAST path only; the general path ignores it): 1 computes each chunk's product from zero
@@ -122,7 +125,7 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
     """
     if FAST != 0:
         _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
-                      BP, BN, FAST, LAT, SLAT, SPLIT, SWAP)
+                      BP, BN, FAST, LAT, SLAT, SPLIT, SWAP, DLAT)
     else:
         _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
                      seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq, BL, BP, BN, PF, LAT, SLAT)
@@ -132,7 +135,7 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
 def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
                   BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
                   LAT: ct.Constant[int], SLAT: ct.Constant[int], SPLIT: ct.Constant[int],
-                  SWAP: ct.Constant[int]):
+                  SWAP: ct.Constant[int], DLAT: ct.Constant[int]):
     """chunk_state_kernel on an aligned problem without seq_idx: one CH-token tile per chunk and a
     straight-line loop body (store the state entering chunk c, load its operands, decay, one mma);
     no position or sequence masks, no sub-tile bookkeeping, the chunk-end decay taken from the
@@ -162,8 +165,8 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group,
                      latency=_lat(LAT)).reshape((CH, BP))
         bt = ct.load(Bm, (bi, c, grp, ntile), shape=(1, CH, 1, BN), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((CH, BN))
-        dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
-        cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH)).reshape((CH,))
+        dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
+        cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
         end = ct.extract(cst, (CH - 1,), shape=(1,))
         scaled = (bt.astype(ct.float32) * (ct.exp2(end - cst) * dtt)[:, None]).astype(x.dtype)
         lhs, rhs = (ct.transpose(scaled), xt) if SWAP != 0 else (ct.transpose(xt), scaled)
