@@ -1,13 +1,12 @@
 """bench.host_profile's CPU side: the cProfile rows name the function that owns the time, per call."""
-import time
-
 from bench.host_profile import profile_rows, render
 
 
 def _slow_leaf():
-    t = time.perf_counter()
-    while time.perf_counter() - t < 2e-4:
-        pass
+    acc = 0
+    for i in range(20000):   # pure bytecode: all of it is this function's own time
+        acc += i * i
+    return acc
 
 
 def _caller():
@@ -19,8 +18,7 @@ def test_profile_rows_rank_the_owner_first_per_call():
     rows = profile_rows(_caller, calls=20)
     top = rows[0]
     assert "_slow_leaf" in top["function"], rows[:3]
-    assert top["calls_per_call"] == 2.0
-    assert 300 < top["cum_us"] < 5000            # two 200 us spins per call (own: less the clock calls)
+    assert top["calls_per_call"] == 2.0 and top["own_us"] > 0
     caller = next(r for r in rows if "_caller" in r["function"])
     assert caller["cum_us"] >= top["own_us"] and caller["own_us"] < top["own_us"]
 
