@@ -130,6 +130,10 @@ def scan_candidates(chunk: int, dstate: int):
         for lat in (3, 4, 6):
             yield f"BL64-BN{bn}-FAST-LAT{lat}-occ3", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=3)
         yield f"BL64-BN{bn}-FAST-occ4", scan_config(BL=64, BN=bn, FAST=64, occupancy=4)
+        # session 13: a narrower dstate tile for a smaller register footprint (the table's BN64 unit
+        # spills 528 B at occ3); the scores then take dstate / 32 products
+        for occ in (3, 4):
+            yield f"BL64-BN32-FAST-NARROW-occ{occ}", scan_config(BL=64, BN=32, FAST=64, occupancy=occ)
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:
