@@ -119,7 +119,7 @@ def run_cpu(shapes, calls: int) -> dict:
             for _ in range(5):
                 fn()
             best = []
-            for _ in range(5):   # best of 5 medians-of-calls: the 2-core CI machine is noisy
+            for _ in range(5):   # the best of 5 runs' mean per call: the 2-core CI machine is noisy
                 t = _time.perf_counter()
                 for _ in range(calls):
                     fn()

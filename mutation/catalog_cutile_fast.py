@@ -1,7 +1,8 @@
 """Mutants of the cuTile FAST paths (kernels.py `_state_chunks`, `_scan_chunk`; launcher `_fast_config`).
 
-The FAST paths run where a dispatch row asks for them (FAST = chunk size: chunk_state at chunk 64, 128
-and 256, chunk_scan at chunk 64) and only on aligned problems without seq_idx (seqlen % chunk == 0),
+The FAST paths run where a dispatch row asks for them (FAST = chunk size: chunk_state and chunk_scan at
+chunk 64, 128 and 256; the scan's column tiles at 128/256 are catalog_cutile_fastr.py's) and only on
+aligned problems without seq_idx (seqlen % chunk == 0),
 about 15% of GPU draws; every other problem runs the general path. A surviving mutant here means the
 suite draws too few FAST problems or checks them too loosely.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_fast --budget-s 300`.

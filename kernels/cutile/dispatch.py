@@ -8,7 +8,8 @@ run-time argument), except chunk_state with few blocks, which takes BL = 128 at 
 256 (BL must divide the chunk size). So the table looks at dstate (chunk_scan's dstate tile),
 batch*heads (chunk_state's dstate tile, which sets how many blocks walk the sequence in parallel)
 and the chunk size. Aligned problems (seqlen a multiple of the chunk size, no seq_idx) take FAST rows
-first: one whole chunk per tile (BL = FAST = chunk size), no masks. Headdim and
+first, with no masks: chunk_state walks one whole-chunk tile per chunk (BL = FAST = chunk size),
+chunk_scan takes one 64-row tile of a chunk per block (FAST = chunk size, BL = 64). Headdim and
 dstate below the tile width are served with zero padding (correct, a little wasted work on problems
 far from the performance target); larger ones loop over tiles. The element dtype does not change
 the choice but does make a separate compile unit (compile_matrix.py).

@@ -288,7 +288,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     The dstate loop computes C_i S_in^T and the diagonal score tile C_i B_i^T from one load of C_i;
     the column tiles left of the diagonal (chunks longer than BL) follow.
     PERSIST=1: a grid of a few blocks per SM loops over the tiles (grid-stride).
-    FAST = chunk_size (rows for aligned chunk-64 problems): the launcher vouches that seqlen %
+    FAST = chunk_size (the table's rows for aligned problems): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes one BL-row tile of a chunk per block
     unmasked (FAST = BL: the whole chunk; FAST a multiple of BL: one of its row tiles).
     """
