@@ -150,7 +150,7 @@ def scan_candidates(chunk: int, dstate: int):
 
 def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:
     """'ID' or 'ID@64,128': a shape of the race's grid (bench.shapes.grid) and the chunk sizes to sweep."""
-    from bench.shapes import grid
+    from bench.shapes import CHUNKS, grid
     sid, _, chunks = spec.partition("@")
     by_id = {s.id: s for s in grid()}
     if sid not in by_id:
@@ -159,8 +159,8 @@ def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:
         cs = tuple(int(c) for c in chunks.split(",")) if chunks else (64,)
     except ValueError:
         raise ValueError(f"--shape: expected chunk sizes as '@64,128', got {chunks!r}") from None
-    if not cs or any(c not in (64, 128, 256) for c in cs):
-        raise ValueError(f"--shape: chunk sizes must be among 64, 128, 256, got {chunks!r}")
+    if not cs or any(c not in CHUNKS for c in cs):
+        raise ValueError(f"--shape: chunk sizes must be among {', '.join(map(str, CHUNKS))}, got {chunks!r}")
     return by_id[sid], cs
 
 
