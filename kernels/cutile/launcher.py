@@ -122,9 +122,10 @@ def _check_dims(headdim: int, dstate: int, chunk_size: int) -> None:
 def _config(kernel: str, problem: Problem) -> dispatch.Config:
     """The override for this chunk size (KERNEL@CHUNK), else the kernel's plain override where it fits
     (its token tile BL divides the chunk size), else the table."""
-    for cfg in (_OVERRIDE.get(f"{kernel}@{problem.chunk_size}"), _OVERRIDE.get(kernel)):
-        if cfg is not None and problem.chunk_size % dict(cfg.constants).get("BL", 1) == 0:
-            return cfg
+    if _OVERRIDE:   # empty outside experiments: no key to build on the hot path
+        for cfg in (_OVERRIDE.get(f"{kernel}@{problem.chunk_size}"), _OVERRIDE.get(kernel)):
+            if cfg is not None and problem.chunk_size % dict(cfg.constants).get("BL", 1) == 0:
+                return cfg
     return dispatch.choose(kernel, problem)
 
 
