@@ -89,17 +89,18 @@ def run(shapes, calls: int, tuning_path: str | None) -> dict:
 
 
 @contextlib.contextmanager
-def launches_stubbed():
+def launches_stubbed(launch=None, current_stream=None):
     """ssd_forward on CPU tensors with every CUDA call it makes stubbed out (the device check, the
     device context, the stream lookup, cuTile's launch): what is left is the Python side, timed on
-    any machine. It says nothing about what the stubbed calls cost on the GPU host."""
+    any machine. It says nothing about what the stubbed calls cost on the GPU host. `launch(stream,
+    grid, kernel, args)` and `current_stream(device=None)` replace the no-op stubs (tests record with them)."""
     import torch
     from kernels.cutile import launcher
     saved = (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream)
     launcher._require_cuda = lambda x: None
-    launcher._ct = lambda: SimpleNamespace(launch=lambda stream, grid, kernel, args: None)
+    launcher._ct = lambda: SimpleNamespace(launch=launch or (lambda stream, grid, kernel, args: None))
     torch.cuda.device = lambda device: contextlib.nullcontext()
-    torch.cuda.current_stream = lambda device=None: None
+    torch.cuda.current_stream = current_stream or (lambda device=None: None)
     try:
         yield
     finally:

@@ -292,37 +292,27 @@ def test_pending_patches_still_apply_in_order(tmp_path):
         assert proc.returncode == 0, f"{p.name} no longer applies: {proc.stderr}"
 
 
-def _record_launches(monkeypatch):
-    """ssd_forward on CPU tensors with its CUDA calls replaced by recorders: (launches, stream lookups)."""
-    import contextlib
-    launches, lookups = [], []
-    stream = object()
-    monkeypatch.setattr(launcher, "_require_cuda", lambda x: None)
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: lookups.append(device) or stream)
-    monkeypatch.setattr(launcher, "_ct", lambda: type("CT", (), {"launch": staticmethod(
-        lambda s, grid, kernel, args: launches.append((s, grid, args)))}))
-    return launches, lookups, stream
-
-
 def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monkeypatch):
     """Host time: one stream lookup per forward, shared by its launches, and the input tensors go to
     the kernels as they are when the batch is not split (slicing costs host time per tensor)."""
-    launches, lookups, stream = _record_launches(monkeypatch)
+    from bench.host_profile import launches_stubbed   # the forward's CUDA calls, replaced by recorders
+    launches, lookups, stream = [], [], object()
     b, l, h, p, n = 2, 128, 4, 64, 64
     x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
     dt, A = torch.rand(b, l, h), -torch.rand(h)
-    cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=torch.randn(h))
-    assert len(lookups) == 1 and len(launches) == 3 and all(s is stream for s, _, _ in launches)
-    (_, _, cum), (_, _, state), (_, _, scan) = launches
-    assert cum[0] is dt and state[0] is x and state[1] is B and scan[0] is x
+    with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append((s, grid, args)),
+                          current_stream=lambda device=None: lookups.append(device) or stream):
+        cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=torch.randn(h))
+        assert len(lookups) == 1 and len(launches) == 3 and all(s is stream for s, _, _ in launches)
+        (_, _, cum), (_, _, state), (_, _, scan) = launches
+        assert cum[0] is dt and state[0] is x and state[1] is B and scan[0] is x
 
-    launches.clear(), lookups.clear()
-    monkeypatch.setattr(launcher, "INT32_MAX", l * h * p)   # one batch element per slice
-    cutile.ssd_forward(x, dt, A, B, B.clone(), 64)
-    assert len(lookups) == 1 and len(launches) == 6
-    states_x = [args[0] for _, _, args in launches[1::3]]
-    assert [t.shape[0] for t in states_x] == [1, 1] and states_x[1].data_ptr() == x[1:].data_ptr()
+        launches.clear(), lookups.clear()
+        monkeypatch.setattr(launcher, "INT32_MAX", l * h * p)   # one batch element per slice
+        cutile.ssd_forward(x, dt, A, B, B.clone(), 64)
+        assert len(lookups) == 1 and len(launches) == 6
+        states_x = [args[0] for _, _, args in launches[1::3]]
+        assert [t.shape[0] for t in states_x] == [1, 1] and states_x[1].data_ptr() == x[1:].data_ptr()
 
 
 def test_config_get_names_the_missing_constant():
