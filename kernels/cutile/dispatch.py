@@ -144,6 +144,11 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # l65536 n64, chunk 128/256). LAT4 on the chunk-64 FAST scan with BN128: 0.558 -> 0.513 (n256 g8),
 # 0.0973 -> 0.0971 (n128). With few state blocks the chunk-128 state prefers BN16 LAT4 SLAT2 occ4
 # (0.594 -> 0.492, b2 l65536 n64) and chunk 256 BN32 occ4 (0.462 -> 0.351); SWAP stays elsewhere.
+# Sweep 5 (session 14, reports/raw/2026-11-30-session14/): DLAT4, the hint on the state loop's dt and
+# cumsum loads, pays with few blocks: at chunk 64 BN32 LAT6 DLAT4 SLAT2 occ2 takes 0.297 -> 0.268
+# (b2 l32768 h32 n64), 0.365 -> 0.328 (n128) and 0.589 -> 0.523 ms (b2 l65536 n64); at chunk 128 the
+# few-block row gains DLAT4 (0.496 -> 0.418), at chunk 256 LAT4 DLAT4 SLAT2 (0.354 -> 0.339). With many
+# blocks it is -4% to +5% (noise-sized or worse): those rows keep no hint.
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
 
@@ -156,16 +161,19 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("always", _always, Config(_c(BL=64, BH=16))),
     ),
     "chunk_state": (
+        Rule(f"{_ALIGNED}, chunk 64, blocks(BN=32) < 264",
+             lambda p: _aligned_at(64)(p) and _state_blocks(p, 32) < 264,
+             state_config(BL=64, BN=32, FAST=64, LAT=6, DLAT=4, SLAT=2, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
              state_config(BL=64, BN=32, FAST=64, LAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 128, blocks(BN=32) < 264",
              lambda p: _aligned_at(128)(p) and _state_blocks(p, 32) < 264,
-             state_config(BL=128, BN=16, FAST=128, LAT=4, SLAT=2, occupancy=4)),
+             state_config(BL=128, BN=16, FAST=128, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128),
              state_config(BL=128, BN=64, FAST=128, SWAP=1, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 256, blocks(BN=32) < 264",
              lambda p: _aligned_at(256)(p) and _state_blocks(p, 32) < 264,
-             state_config(BL=256, BN=32, FAST=256, occupancy=4)),
+             state_config(BL=256, BN=32, FAST=256, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256),
              state_config(BL=256, BN=64, FAST=256, SWAP=1, occupancy=2)),
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
