@@ -134,15 +134,6 @@ def scan_candidates(chunk: int, dstate: int):
         # spills 528 B at occ3); the scores then take dstate / 32 products
         for occ in (3, 4):
             yield f"BL64-BN32-FAST-NARROW-occ{occ}", scan_config(BL=64, BN=32, FAST=64, occupancy=occ)
-        # session 14: the transposed diagonal tile (TOUT) and a hint of the state loads' own (HLAT),
-        # as TileGym's output kernel tunes them (LATENCY 3, H_LAT 4-5, occupancy 2, persistent)
-        for occ in (2, 3):
-            yield f"BL64-BN{bn}-FAST-TOUT-occ{occ}", scan_config(BL=64, BN=bn, FAST=64, TOUT=1, occupancy=occ)
-            yield (f"BL64-BN{bn}-FAST-TOUT-LAT3-HLAT5-occ{occ}",
-                   scan_config(BL=64, BN=bn, FAST=64, TOUT=1, LAT=3, HLAT=5, occupancy=occ))
-        yield (f"BL64-BN{bn}-FAST-TOUT-PERSIST-LAT3-HLAT5-occ2",
-               scan_config(BL=64, BN=bn, FAST=64, TOUT=1, PERSIST=1, LAT=3, HLAT=5, occupancy=2))
-        yield f"BL64-BN{bn}-FAST-LAT3-HLAT5-occ3", scan_config(BL=64, BN=bn, FAST=64, LAT=3, HLAT=5, occupancy=3)
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:
@@ -155,8 +146,6 @@ def scan_candidates(chunk: int, dstate: int):
                        scan_config(BL=64, BN=fbn, FAST=chunk, occupancy=occ))
             yield (f"BL64-BN{fbn}-FASTR{chunk}-LAT4-occ3",
                    scan_config(BL=64, BN=fbn, LAT=4, FAST=chunk, occupancy=3))
-        yield (f"BL64-BN64-FASTR{chunk}-TOUT-LAT4-occ3",
-               scan_config(BL=64, BN=64, LAT=4, FAST=chunk, TOUT=1, occupancy=3))
 
 
 def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:

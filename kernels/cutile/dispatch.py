@@ -71,10 +71,10 @@ def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLA
                   occupancy)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, TOUT=0, HLAT=0, BP=64, occupancy=3) -> Config:
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, BP=64, occupancy=3) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, TOUT=TOUT, HLAT=HLAT), occupancy)
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST), occupancy)
 
 
 CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"

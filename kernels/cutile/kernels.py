@@ -106,12 +106,6 @@ def _lat(LAT):
     return ct.static_eval(None if LAT == 0 else LAT)
 
 
-@_relocatable
-def _lat_or(HINT, LAT):
-    """HINT's latency hint, or LAT's where HINT is 0 (one load's own hint beside the kernel's LAT)."""
-    return ct.static_eval(None if HINT == 0 and LAT == 0 else (LAT if HINT == 0 else HINT))
-
-
 @_kernel
 def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
@@ -282,8 +276,7 @@ def _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
-                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
-                      TOUT: ct.Constant[int], HLAT: ct.Constant[int]):
+                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -298,21 +291,16 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     FAST = chunk_size (the table's rows for aligned problems): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes one BL-row tile of a chunk per block
     unmasked (FAST = BL: the whole chunk; FAST a multiple of BL: one of its row tiles).
-    TOUT (FAST path only): 1 accumulates the diagonal tile transposed, y^T = S C^T + x^T W^T, so the
-    (BP, BN) state tile is the products' left operand (TileGym's output kernel does the same); 0: y.
-    HLAT (FAST path only): latency hint of the chunk-state loads (0: LAT's), apart from C, B and x.
     """
     if PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                    TOUT, HLAT)
+                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
     else:
         # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
         total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                        TOUT, HLAT)
+                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
 
 
 @_relocatable
@@ -347,12 +335,12 @@ def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], 
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                FAST: ct.Constant[int], TOUT: ct.Constant[int], HLAT: ct.Constant[int]):
+                FAST: ct.Constant[int]):
     """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
     one row tile of one head."""
     if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                    BL, BP, BN, FAST, LAT, TOUT, HLAT)
+                    BL, BP, BN, FAST, LAT)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -361,7 +349,7 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                LAT: ct.Constant[int], TOUT: ct.Constant[int], HLAT: ct.Constant[int]):
+                LAT: ct.Constant[int]):
     """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
     arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
     chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
@@ -378,8 +366,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     dtt = ct.load(dtc, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
     xt = ct.load(x, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
                  latency=_lat(LAT)).reshape((BL, BP))
-    # TOUT: the same sums in the transposed orientation, y^T (BP, BL)
-    yt = ct.zeros(ct.static_eval((BP, BL) if TOUT else (BL, BP)), ct.float32)
+    yt = ct.zeros((BL, BP), ct.float32)
     scores = ct.zeros((BL, BL), ct.float32)
     for k in range(n_kt):
         ct_k = ct.load(Cm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
@@ -387,21 +374,14 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
         bt_k = ct.load(Bm, (bi, blk, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO,
                        latency=_lat(LAT)).reshape((BL, BN))
         st_k = ct.load(states, (bi, c, head, ptile, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
-                       latency=_lat_or(HLAT, LAT)).reshape((BP, BN)).astype(Cm.dtype)
-        if TOUT != 0:
-            yt = ct.mma(st_k, ct.transpose(ct_k), yt)
-        else:
-            yt = ct.mma(ct_k, ct.transpose(st_k), yt)
+                       latency=_lat(LAT)).reshape((BP, BN))
+        yt = ct.mma(ct_k, ct.transpose(st_k.astype(Cm.dtype)), yt)
         scores = ct.mma(ct_k, ct.transpose(bt_k), scores)
+    yt = yt * ct.exp2(cst)[:, None]
     tok = ct.arange(BL, dtype=ct.int32)
     # select after the product: above the diagonal exp2 of a positive exponent may overflow
     wd = ct.where(tok[:, None] >= tok[None, :], scores * ct.exp2(cst[:, None] - cst[None, :]) * dtt[None, :], 0.0)
-    if TOUT != 0:
-        yt = yt * ct.exp2(cst)[None, :]
-        yt = ct.transpose(ct.mma(ct.transpose(xt), ct.transpose(wd.astype(x.dtype)), yt))
-    else:
-        yt = yt * ct.exp2(cst)[:, None]
-        yt = ct.mma(wd.astype(x.dtype), xt, yt)
+    yt = ct.mma(wd.astype(x.dtype), xt, yt)
     for j in range(m):
         jb = c * n_sub + j
         cbj = _scores(Cm, Bm, bi, blk, jb, grp, BL, BN, LAT)
