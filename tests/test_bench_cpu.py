@@ -311,3 +311,21 @@ def test_stages_plan_covers_the_recorded_tilegym_shapes_and_guards_its_precondit
                     {"impl": "tilegym", "shape": "s", "chunk": 64, "error": "boom"}]}
     text = stages.table(doc)
     assert "(first)" in text and "boom" in text and "0.310" in text
+
+
+def test_ncu_stages_profiles_each_stage_of_both_implementations_once_and_rejects_unknown_shapes(capsys):
+    from bench import ncu_stages, stages
+    shapes = [s for s in stages.default_shapes() if "n64-g1" in s.id]
+    assert ncu_stages.plan(shapes, ("scan",), 64) == [
+        ("cutile", "b8-l2048-h32-p64-n64-g1", 64, "scan"), ("tilegym", "b8-l2048-h32-p64-n64-g1", 64, "scan"),
+        ("cutile", "b2-l32768-h32-p64-n64-g1", 64, "scan"), ("tilegym", "b2-l32768-h32-p64-n64-g1", 64, "scan")]
+    # TileGym stays at its own chunk size whatever cutile's is
+    assert {c for i, _, c, _ in ncu_stages.plan(shapes[:1], ncu_stages.STAGES, 128) if i == "tilegym"} == {64}
+    assert ncu_stages.main(["--list", "--only", "l32768-h32-p64-n128", "--stage", "state"]) == 0
+    assert capsys.readouterr().out.split("\n")[:2] == ["cutile b2-l32768-h32-p64-n128-g1 64 state",
+                                                       "tilegym b2-l32768-h32-p64-n128-g1 64 state"]
+    with pytest.raises(SystemExit):
+        ncu_stages.main(["--list", "--only", "no-such-shape"])
+    assert "no shape of bench.stages matches" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert ncu_stages.main(["--only", "n64"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
