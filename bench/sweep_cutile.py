@@ -134,6 +134,12 @@ def scan_candidates(chunk: int, dstate: int):
         # spills 528 B at occ3); the scores then take dstate / 32 products
         for occ in (3, 4):
             yield f"BL64-BN32-FAST-NARROW-occ{occ}", scan_config(BL=64, BN=32, FAST=64, occupancy=occ)
+        # session 14: Nsight Compute put the FAST scan at 80 registers x 256 threads, 3 blocks per SM of
+        # ~3.7 us each (83 waves), 70% of its theoretical occupancy achieved; TileGym's persistent grid
+        # (2 blocks per SM) moves 10% more bytes per second. Persistence at the table's occupancy 3 and 4:
+        for occ in (3, 4):
+            yield f"BL64-BN{bn}-FAST-PERSIST-occ{occ}", scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=occ)
+        yield f"BL64-BN{bn}-FAST-PERSIST-LAT4-occ3", scan_config(BL=64, BN=bn, PERSIST=1, LAT=4, FAST=64, occupancy=3)
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:
