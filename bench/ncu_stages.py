@@ -1,6 +1,6 @@
 """One launch of each implementation's stage kernels inside a CUDA profiler range, for Nsight Compute.
 
-    ncu --clock-control none --profile-from-start off --set detailed \\
+    ncu --clock-control none --profile-from-start off --set full \\
         python3 -m bench.ncu_stages --only b2-l32768-h32-p64-n64-g1 --stage scan   # on the GPU host
     python -m bench.ncu_stages --list                                           # the plan (any machine)
 
