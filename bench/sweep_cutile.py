@@ -96,6 +96,18 @@ def state_candidates(chunk: int, dstate: int):
     if dstate >= 64:
         yield (f"BL{chunk}-BN64-FAST-SWAP-DLAT4-occ2",
                state_config(BL=chunk, BN=64, DLAT=4, FAST=chunk, SWAP=1, occupancy=2))
+    # session 14: the table's FAST rows at this chunk with 8 worker warps (cuTile's num_worker_warps)
+    yield from _with_worker_warps("chunk_state", chunk)
+
+
+def _with_worker_warps(kernel: str, chunk: int, warps: int = 8):
+    """(label, Config): each FAST row of the dispatch table at `chunk`, with `warps` worker warps; the
+    label names the row by its index in the table (ROW2-FAST-WW8)."""
+    from kernels.cutile.dispatch import TABLE, Config
+    for i, rule in enumerate(TABLE[kernel]):
+        c = rule.config
+        if c.get("FAST") == chunk:
+            yield f"ROW{i}-FAST-WW{warps}", Config(c.constants, c.occupancy, warps)
 
 
 def scan_candidates(chunk: int, dstate: int):
@@ -140,6 +152,13 @@ def scan_candidates(chunk: int, dstate: int):
         for occ in (3, 4):
             yield f"BL64-BN{bn}-FAST-PERSIST-occ{occ}", scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=occ)
         yield f"BL64-BN{bn}-FAST-PERSIST-LAT4-occ3", scan_config(BL=64, BN=bn, PERSIST=1, LAT=4, FAST=64, occupancy=3)
+        # cuTile's num_worker_warps: the table's units compile as with 4 (same machine code); 8 gives other
+        # code (80 registers instead of 168, 66.5 KB of shared memory instead of 74.8, bf16 sm_90)
+        for occ in (2, 3):
+            yield (f"BL64-BN{bn}-FAST-WW8-occ{occ}",
+                   scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, occupancy=occ, worker_warps=8))
+        yield (f"BL64-BN{bn}-FAST-PERSIST-WW8-occ3",
+               scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=3, worker_warps=8))
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:
@@ -152,6 +171,8 @@ def scan_candidates(chunk: int, dstate: int):
                        scan_config(BL=64, BN=fbn, FAST=chunk, occupancy=occ))
             yield (f"BL64-BN{fbn}-FASTR{chunk}-LAT4-occ3",
                    scan_config(BL=64, BN=fbn, LAT=4, FAST=chunk, occupancy=3))
+        yield (f"BL64-BN64-FASTR{chunk}-LAT4-WW8-occ3",
+               scan_config(BL=64, BN=64, LAT=4, FAST=chunk, occupancy=3, worker_warps=8))
 
 
 def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:

@@ -315,6 +315,33 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
         assert [t.shape[0] for t in states_x] == [1, 1] and states_x[1].data_ptr() == x[1:].data_ptr()
 
 
+def test_worker_warps_is_a_compiler_hint_beside_occupancy_and_bad_values_are_named(monkeypatch):
+    cfg = dispatch.scan_config(FAST=64, worker_warps=8)
+    assert cfg.hints() == {"occupancy": 3, "num_worker_warps": 8} and str(cfg).endswith(",occupancy=3,worker_warps=8")
+    assert dispatch.scan_config(FAST=64).hints() == {"occupancy": 3} and "worker_warps" not in str(dispatch.scan_config())
+    assert cfg.replace(BN=64).worker_warps == 8 and cfg != dispatch.scan_config(FAST=64)
+    assert dispatch.parse_configs("chunk_state:FAST=64,worker_warps=4")["chunk_state"].worker_warps == 4
+    with pytest.raises(ValueError, match="worker_warps: expected 4 or 8"):
+        dispatch.scan_config(worker_warps=6)
+    with pytest.raises(ValueError, match="worker_warps"):
+        dispatch.parse_configs("chunk_scan:worker_warps=16")
+    # the launcher compiles one hinted kernel per (occupancy, worker_warps) and hands both hints over
+    calls = []
+
+    class Kfn:
+        def replace_hints(self, **hints):
+            calls.append(hints)
+            return ("hinted", tuple(sorted(hints.items())))
+
+    kfn = Kfn()
+    monkeypatch.setattr(launcher, "_HINTED", {})
+    assert launcher._kernel_for(kfn, dispatch.Config((), None)) is kfn
+    a = launcher._kernel_for(kfn, cfg)
+    assert a == launcher._kernel_for(kfn, dispatch.scan_config(BN=64, worker_warps=8)) and len(calls) == 1
+    assert launcher._kernel_for(kfn, dispatch.scan_config()) != a
+    assert calls == [{"occupancy": 3, "num_worker_warps": 8}, {"occupancy": 3}]
+
+
 def test_config_get_names_the_missing_constant():
     cfg = dispatch.scan_config(BN=64)
     assert cfg.get("BN") == 64 and cfg.get("FAST") == 0

@@ -99,11 +99,11 @@ def signature(unit: Unit):
 
 
 def export(unit: Unit, arch: str, target) -> None:
-    """Compile one unit (its occupancy hint included) for `arch` into `target`, a path or a binary file."""
+    """Compile one unit (its compiler hints included) for `arch` into `target`, a path or a binary file."""
     from cuda.tile.compilation import export_kernel  # noqa: PLC0415
     k = _kernel_fn(unit.kernel)
-    if unit.config.occupancy is not None:
-        k = k.replace_hints(occupancy=unit.config.occupancy)
+    if unit.config.hints():
+        k = k.replace_hints(**unit.config.hints())
     export_kernel(k, [signature(unit)], target, gpu_code=arch, output_format="cubin")
 
 

@@ -38,6 +38,16 @@ class Config:
     """Constants of one kernel (passed as ct.Constant[int] in this order) and compiler hints."""
     constants: tuple[tuple[str, int], ...]
     occupancy: int | None = None
+    worker_warps: int | None = None   # cuTile's num_worker_warps (4 or 8 with tileiras 13.4); None: auto
+
+    def __post_init__(self):
+        if self.worker_warps not in (None, 4, 8):
+            raise ValueError(f"worker_warps: expected 4 or 8 (other values need tileiras 13.5), got {self.worker_warps!r}")
+
+    def hints(self) -> dict[str, int]:
+        """The compiler hints that are set, as ct.kernel.replace_hints takes them."""
+        h = {"occupancy": self.occupancy, "num_worker_warps": self.worker_warps}
+        return {k: v for k, v in h.items() if v is not None}
 
     def get(self, name: str) -> int:
         for k, v in self.constants:   # a few pairs: a scan beats building a dict (host time per launch)
@@ -50,11 +60,12 @@ class Config:
         unknown = set(values) - {k for k, _ in self.constants}
         if unknown:
             raise KeyError(f"Config {self} has no constant {sorted(unknown)}")
-        return Config(tuple((k, values.get(k, v)) for k, v in self.constants), self.occupancy)
+        return Config(tuple((k, values.get(k, v)) for k, v in self.constants), self.occupancy, self.worker_warps)
 
     def __str__(self) -> str:
         s = ",".join(f"{k}={v}" for k, v in self.constants)
-        return s + (f",occupancy={self.occupancy}" if self.occupancy else "")
+        return (s + (f",occupancy={self.occupancy}" if self.occupancy else "")
+                + (f",worker_warps={self.worker_warps}" if self.worker_warps else ""))
 
 
 @dataclass(frozen=True)
@@ -64,17 +75,18 @@ class Rule:
     config: Config = None
 
 
-def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, BP=64, occupancy=4) -> Config:
+def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, BP=64, occupancy=4,
+                 worker_warps=None) -> Config:
     """A chunk_state Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
     return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP, DLAT=DLAT),
-                  occupancy)
+                  occupancy, worker_warps)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, BP=64, occupancy=3) -> Config:
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, BP=64, occupancy=3, worker_warps=None) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST), occupancy)
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST), occupancy, worker_warps)
 
 
 CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
@@ -83,7 +95,7 @@ CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
 def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
     """Configs that replace the table, e.g. to put a sweep candidate through the whole property suite
     before it becomes a row:
-        chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2
+        chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2,worker_warps=8
     KERNEL@CHUNK (e.g. chunk_state@128:BL=128,FAST=128) applies at that chunk size only and wins over a
     plain KERNEL entry there. Unnamed constants take state_config/scan_config's defaults (the table's
     common values). A plain entry applies to the problems whose chunk size its BL divides; the others

@@ -133,11 +133,11 @@ _HINTED: dict = {}
 
 
 def _kernel_for(kfn, cfg: dispatch.Config):
-    if cfg.occupancy is None:
+    if cfg.occupancy is None and cfg.worker_warps is None:
         return kfn
-    key = (id(kfn), cfg.occupancy)
+    key = (id(kfn), cfg.occupancy, cfg.worker_warps)
     if key not in _HINTED:
-        _HINTED[key] = kfn.replace_hints(occupancy=cfg.occupancy)
+        _HINTED[key] = kfn.replace_hints(**cfg.hints())
     return _HINTED[key]
 
 
