@@ -142,8 +142,8 @@ def scan_candidates(chunk: int, dstate: int):
         for lat in (3, 4, 6):
             yield f"BL64-BN{bn}-FAST-LAT{lat}-occ3", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=3)
         yield f"BL64-BN{bn}-FAST-occ4", scan_config(BL=64, BN=bn, FAST=64, occupancy=4)
-        # session 13: a narrower dstate tile for a smaller register footprint (the table's BN64 unit
-        # spills 528 B at occ3); the scores then take dstate / 32 products
+        # session 13: a narrower dstate tile for a smaller register footprint (the 528 B frame it aimed at
+        # exists only in compile_matrix's export, not in the kernel the JIT builds: NOTES, session 14)
         for occ in (3, 4):
             yield f"BL64-BN32-FAST-NARROW-occ{occ}", scan_config(BL=64, BN=32, FAST=64, occupancy=occ)
         # session 14: Nsight Compute put the FAST scan at 80 registers x 256 threads, 3 blocks per SM of
@@ -153,7 +153,7 @@ def scan_candidates(chunk: int, dstate: int):
             yield f"BL64-BN{bn}-FAST-PERSIST-occ{occ}", scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=occ)
         yield f"BL64-BN{bn}-FAST-PERSIST-LAT4-occ3", scan_config(BL=64, BN=bn, PERSIST=1, LAT=4, FAST=64, occupancy=3)
         # cuTile's num_worker_warps: the table's units compile as with 4 (same machine code); 8 gives other
-        # code (80 registers instead of 168, 66.5 KB of shared memory instead of 74.8, bf16 sm_90)
+        # code (in the JIT's specialization at occ3: 56 registers instead of 80, no stack frame either way)
         for occ in (2, 3):
             yield (f"BL64-BN{bn}-FAST-WW8-occ{occ}",
                    scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, occupancy=occ, worker_warps=8))

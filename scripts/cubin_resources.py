@@ -14,11 +14,17 @@ table's BL/BP, LAT 0, PERSIST 0, occupancy 3) with cuTile's cache off and prints
 resources; `--occ N` sets the occupancy hint, `--out DIR` writes each cubin there. `--same-code A B` says whether
 two cubins hold the same machine code (debug sections and line info aside). `--compile-sweep MATCH`
 compiles the bench sweep's candidates whose label holds MATCH (bf16, sm_90, CUTILE_COMPILE_JOBS
-processes) and prints each one's resources.
+processes) and prints each one's resources; with `--like FILE` it compiles them in the array
+specialization the GPU's JIT used, demangled from the kernel symbols in FILE (Nsight Compute's output
+names them): compile_matrix's units assume no divisibility and can differ a lot (session 14: the
+FAST scan 168 registers and a 528 B frame there, 80 registers and none as the race ran it).
+
+    python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-session14/call6/ncu-details.txt
 """
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
 import time
@@ -117,21 +123,58 @@ def compile_scan(dtype: str, bn: int, arch: str = "sm_90", occ: int = 3) -> tupl
     return compile_unit("chunk_scan", scan_config(BN=bn, occupancy=occ), dtype, arch)
 
 
+KERNEL_SYMBOL = re.compile(r"\b(?:chunk_cumsum|chunk_state|chunk_scan|varlen_state)_kernel_K\w+")
+
+
+def jit_symbols(text: str) -> dict[str, str]:
+    """{kernel ("chunk_scan", ...): the symbol cuTile's JIT gave it}, from the kernel symbols in `text`
+    (e.g. Nsight Compute's output, which names each launched kernel; the first one of a kernel in
+    sorted order). A symbol demangles to the KernelSignature it was compiled with. compile_matrix
+    exports one specialization per unit with no shape or stride divisibility assumed; the JIT specializes
+    on the launch's arrays (divisibility by 16, constant unit dimensions), which changes the machine code:
+    read resources from the JIT's signature to see the kernel a GPU run actually executed."""
+    out = {}
+    for sym in sorted(set(KERNEL_SYMBOL.findall(text))):
+        out.setdefault(sym[:sym.index("_kernel_K")], sym)
+    return out
+
+
+def compile_like(kernel: str, cfg, symbol: str, arch: str = "sm_90") -> tuple[bytes, float]:
+    """`kernel` at Config `cfg` (constants and hints) in the array specialization of the JIT's `symbol`
+    (its trailing constants replaced by cfg's), with cuTile's cache off, and the seconds it took."""
+    import io
+    os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
+    from cuda.tile.compilation import ConstantConstraint, KernelSignature, demangle_kernel_name, export_kernel
+    from kernels.cutile import compile_matrix as cm
+    _, sig = demangle_kernel_name(symbol)
+    n = len(cfg.constants)
+    params = list(sig.parameters[:-n]) + [ConstantConstraint(v) for _, v in cfg.constants]
+    k = cm._kernel_fn(kernel)
+    if cfg.hints():
+        k = k.replace_hints(**cfg.hints())
+    buf = io.BytesIO()
+    t0 = time.time()
+    export_kernel(k, [KernelSignature(params, sig.calling_convention)], buf, gpu_code=arch, output_format="cubin")
+    return buf.getvalue(), time.time() - t0
+
+
 def _sweep_unit(item) -> str:
-    kernel, label, cfg = item
-    blob, secs = compile_unit(kernel, cfg, "bfloat16")
+    kernel, label, cfg, symbol = item
+    blob, secs = compile_unit(kernel, cfg, "bfloat16") if symbol is None else compile_like(kernel, cfg, symbol)
     res = next(iter(resources(blob).values()))
     return f"{kernel:11s} {label:30s} {secs:6.1f} s  {res}"
 
 
-def compile_sweep(match: str, jobs: int) -> None:
+def compile_sweep(match: str, jobs: int, like: dict | None = None) -> None:
     """Every distinct (kernel, Config) of the sweep's candidates matching `match` (bench.sweep_cutile
     --match), compiled for sm_90 in bf16, with its registers, stack frame and shared memory: a spill
-    shows here, before any GPU time is spent on the candidate."""
+    shows here, before any GPU time is spent on the candidate. `like` ({kernel: JIT symbol},
+    jit_symbols): compile those kernels in the JIT's specialization instead of compile_matrix's."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
     from bench.sweep_cutile import plan
-    items = {(k, str(cfg)): (k, lab, cfg) for _, _, k, lab, cfg in plan(match=match) if cfg is not None}
+    like = like or {}
+    items = {(k, str(cfg)): (k, lab, cfg, like.get(k)) for _, _, k, lab, cfg in plan(match=match) if cfg is not None}
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
         for line in pool.map(_sweep_unit, sorted(items.values(), key=lambda it: (it[0], it[1]))):
             print(line, flush=True)
@@ -146,7 +189,11 @@ def main(argv=None) -> int:
               {k[:40]: len(v) for k, v in b.items()})
         return 0 if same else 1
     if args[:1] == ["--compile-sweep"]:
-        compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")))
+        like = None
+        if "--like" in args:
+            with open(args[args.index("--like") + 1]) as f:
+                like = jit_symbols(f.read())
+        compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")), like)
         return 0
     if args[:1] == ["--compile-scan"]:
         out_dir, occ = None, 3

@@ -177,3 +177,49 @@ def test_cubin_resources_reads_a_fresh_compile_from_any_directory(tmp_path):
     proc = subprocess.run([sys.executable, str(script), "--compile-scan", "bfloat16", "64"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "chunk_scan bfloat16 BN64 occ3" in proc.stdout, proc.stderr[-2000:]
+
+
+def _cubin_resources():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "scripts" / "cubin_resources.py"
+    spec = importlib.util.spec_from_file_location("cubin_resources", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+NCU_S14 = "reports/raw/2026-11-30-session14/call6/ncu-details.txt"   # Nsight Compute's text, session 14
+
+
+def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_specialization():
+    from pathlib import Path
+
+    from cuda.tile.compilation import demangle_kernel_name
+    cr = _cubin_resources()
+    text = (Path(__file__).resolve().parent.parent / NCU_S14).read_text()
+    syms = cr.jit_symbols(text + "\n  chunk_state_kernel_Kt2_bogus_but_ours (1, 1, 1)")
+    assert set(syms) == {"chunk_scan", "chunk_state"}          # TileGym's compute_out_swap_kernel is not ours
+    name, sig = demangle_kernel_name(syms["chunk_scan"])
+    assert name == "chunk_scan_kernel"
+    x = sig.parameters[0]                                       # the JIT assumed what compile_matrix does not
+    assert tuple(x.shape_divisible_by) == (1, 16, 16, 16) and tuple(x.stride_divisible_by) == (8, 8, 8, 1)
+
+
+@pytest.mark.compile
+def test_compile_like_reproduces_the_kernel_the_profiler_measured():
+    """ncu measured the table's FAST scan (bf16, chunk 64, dstate 64) at 80 registers per thread; the
+    same Config exported with compile_matrix's signature (no divisibility assumed) compiles to other
+    code, with a stack frame. compile_like, in the JIT's specialization, gives ncu's figure."""
+    from pathlib import Path
+
+    from kernels.cutile import dispatch
+    cr = _cubin_resources()
+    sym = cr.jit_symbols((Path(__file__).resolve().parent.parent / NCU_S14).read_text())["chunk_scan"]
+    cfg = dispatch.scan_config(BL=64, BN=64, FAST=64, occupancy=3)      # the table's row for those problems
+    like, _ = cr.compile_like("chunk_scan", cfg, sym)
+    matrix, _ = cr.compile_unit("chunk_scan", cfg, "bfloat16")
+    r_like, r_matrix = (next(v for k, v in cr.resources(b).items() if k.startswith("chunk_scan_kernel"))
+                        for b in (like, matrix))
+    assert r_like["regcount"] == 80 and r_like["frame"] == 0, r_like
+    assert r_matrix["frame"] > 0 and cr.text_of(like) != cr.text_of(matrix), r_matrix
