@@ -20,6 +20,11 @@ names them): compile_matrix's units assume no divisibility and can differ a lot 
 FAST scan 168 registers and a 528 B frame there, 80 registers and none as the race ran it).
 
     python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-session14/call6/ncu-details.txt
+    python scripts/cubin_resources.py --compile-sweep WW8 --shape b2-l32768-h32-p64-n64-g1@64
+
+`--shape ID[@CHUNK]` needs no GPU and no profiler: it runs the forward on CPU tensors with its CUDA
+calls stubbed and derives each launch's specialization by the JIT's rule (modelled, and checked
+against the symbol ncu recorded at that shape).
 """
 from __future__ import annotations
 
@@ -139,6 +144,59 @@ def jit_symbols(text: str) -> dict[str, str]:
     return out
 
 
+def _jit_array(t):
+    """The ArrayConstraint cuTile's JIT derives from tensor `t` at a launch, as modelled here: dimensions
+    of size 1 constant, the others divisible by 16 or not; strides divisible by 16 bytes or not, the last
+    stride the constant 1; no aliasing. The model is checked against a symbol Nsight Compute recorded
+    (tests/test_cutile_compile.py)."""
+    import cuda.tile as ct
+    import torch
+    dtypes = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
+    from cuda.tile.compilation import ArrayConstraint
+    n, unit = t.dim(), max(16 // t.element_size(), 1)
+    return ArrayConstraint(
+        dtypes[t.dtype], n, index_dtype=ct.int32, stride_lower_bound_incl=(0,) * (n - 1) + (None,), alias_groups=(),
+        may_alias_internally=False, stride_constant=(None,) * (n - 1) + (1,),
+        shape_constant=tuple(1 if d == 1 else None for d in t.shape),
+        stride_divisible_by=tuple(unit if st % unit == 0 else 1 for st in t.stride()[:-1]) + (1,),
+        shape_divisible_by=tuple(1 if d == 1 else (16 if d % 16 == 0 else 1) for d in t.shape),
+        base_addr_divisible_by=16)
+
+
+def launch_symbols(shape_id: str, chunk: int = 64) -> dict[str, str]:
+    """{kernel: the symbol cuTile's JIT gives it} for ssd_forward on the race shape `shape_id`, found on
+    the CPU: the forward runs on CPU tensors with its CUDA calls stubbed (bench.host_profile), and each
+    launch's arguments become a KernelSignature by the JIT's rule (_jit_array). No GPU needed."""
+    import inspect
+
+    import cuda.tile as ct
+    from cuda.tile.compilation import (CallingConvention, ConstantConstraint, KernelSignature, ScalarConstraint,
+                                       mangle_kernel_name)
+    from bench.host_profile import launches_stubbed
+    from bench.race import make_inputs
+    from bench.shapes import grid
+    from kernels.cutile import ssd_forward
+    import torch
+    shape = {s.id: s for s in grid()}[shape_id]
+    launches = []
+    with launches_stubbed(launch=lambda stream, g, kernel, args: launches.append((kernel, args))):
+        ssd_forward(**dict(make_inputs(shape, 0, device="cpu"), chunk_size=chunk))
+    out = {}
+    for kernel, args in launches:
+        fn = kernel._pyfunc
+        params = []
+        for p, a in zip(inspect.signature(fn).parameters.values(), args):
+            if isinstance(a, torch.Tensor):
+                params.append(_jit_array(a))
+            elif "Constant" in str(p.annotation):
+                params.append(ConstantConstraint(a))
+            else:
+                params.append(ScalarConstraint(ct.float32 if isinstance(a, float) else ct.int32))
+        sig = KernelSignature(params, CallingConvention.cutile_python_v2())
+        out[fn.__name__.removesuffix("_kernel")] = mangle_kernel_name(fn.__name__, sig)
+    return out
+
+
 def compile_like(kernel: str, cfg, symbol: str, arch: str = "sm_90") -> tuple[bytes, float]:
     """`kernel` at Config `cfg` (constants and hints) in the array specialization of the JIT's `symbol`
     (its trailing constants replaced by cfg's), with cuTile's cache off, and the seconds it took."""
@@ -193,6 +251,9 @@ def main(argv=None) -> int:
         if "--like" in args:
             with open(args[args.index("--like") + 1]) as f:
                 like = jit_symbols(f.read())
+        if "--shape" in args:
+            sid, _, chunk = args[args.index("--shape") + 1].partition("@")
+            like = launch_symbols(sid, int(chunk or 64))
         compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")), like)
         return 0
     if args[:1] == ["--compile-scan"]:

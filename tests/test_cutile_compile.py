@@ -206,6 +206,19 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
     assert tuple(x.shape_divisible_by) == (1, 16, 16, 16) and tuple(x.stride_divisible_by) == (8, 8, 8, 1)
 
 
+def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded():
+    """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
+    signature by the JIT's rule: the scan's symbol at 2x32K n64, chunk 64 is the one ncu recorded
+    there. (It fails if the rule or the launcher's arguments drift from what the GPU ran.)"""
+    from pathlib import Path
+    cr = _cubin_resources()
+    text = (Path(__file__).resolve().parent.parent / NCU_S14).read_text()
+    syms = cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 64)
+    assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
+    assert syms["chunk_scan"] in text, syms["chunk_scan"]
+    assert cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"] not in text   # other constants, another symbol
+
+
 @pytest.mark.compile
 def test_compile_like_reproduces_the_kernel_the_profiler_measured():
     """ncu measured the table's FAST scan (bf16, chunk 64, dstate 64) at 80 registers per thread; the
