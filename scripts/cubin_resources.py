@@ -163,38 +163,43 @@ def _jit_array(t):
         base_addr_divisible_by=16)
 
 
-def launch_symbols(shape_id: str, chunk: int = 64) -> dict[str, str]:
-    """{kernel: the symbol cuTile's JIT gives it} for ssd_forward on the race shape `shape_id`, found on
-    the CPU: the forward runs on CPU tensors with its CUDA calls stubbed (bench.host_profile), and each
-    launch's arguments become a KernelSignature by the JIT's rule (_jit_array). No GPU needed."""
+def launches(shape_id: str, chunk: int = 64) -> list[tuple[object, object]]:
+    """[(kernel as launched, with its hints; the KernelSignature cuTile's JIT compiles it with)] for
+    ssd_forward on the race shape `shape_id`, found on the CPU: the forward runs on CPU tensors with its
+    CUDA calls stubbed (bench.host_profile), and each launch's arguments become a signature by the
+    JIT's rule (_jit_array). No GPU needed."""
     import inspect
 
     import cuda.tile as ct
-    from cuda.tile.compilation import (CallingConvention, ConstantConstraint, KernelSignature, ScalarConstraint,
-                                       mangle_kernel_name)
+    import torch
+    from cuda.tile.compilation import CallingConvention, ConstantConstraint, KernelSignature, ScalarConstraint
     from bench.host_profile import launches_stubbed
     from bench.race import make_inputs
     from bench.shapes import grid
     from kernels.cutile import ssd_forward
-    import torch
     shape = {s.id: s for s in grid()}[shape_id]
-    launches = []
-    with launches_stubbed(launch=lambda stream, g, kernel, args: launches.append((kernel, args))):
+    seen = []
+    with launches_stubbed(launch=lambda stream, g, kernel, args: seen.append((kernel, args))):
         ssd_forward(**dict(make_inputs(shape, 0, device="cpu"), chunk_size=chunk))
-    out = {}
-    for kernel, args in launches:
-        fn = kernel._pyfunc
+    out = []
+    for kernel, args in seen:
         params = []
-        for p, a in zip(inspect.signature(fn).parameters.values(), args):
+        for p, a in zip(inspect.signature(kernel._pyfunc).parameters.values(), args):
             if isinstance(a, torch.Tensor):
                 params.append(_jit_array(a))
             elif "Constant" in str(p.annotation):
                 params.append(ConstantConstraint(a))
             else:
                 params.append(ScalarConstraint(ct.float32 if isinstance(a, float) else ct.int32))
-        sig = KernelSignature(params, CallingConvention.cutile_python_v2())
-        out[fn.__name__.removesuffix("_kernel")] = mangle_kernel_name(fn.__name__, sig)
+        out.append((kernel, KernelSignature(params, CallingConvention.cutile_python_v2())))
     return out
+
+
+def launch_symbols(shape_id: str, chunk: int = 64) -> dict[str, str]:
+    """{kernel ("chunk_scan", ...): the symbol cuTile's JIT gives it} at that shape and chunk (launches)."""
+    from cuda.tile.compilation import mangle_kernel_name
+    return {k._pyfunc.__name__.removesuffix("_kernel"): mangle_kernel_name(k._pyfunc.__name__, sig)
+            for k, sig in launches(shape_id, chunk)}
 
 
 def compile_like(kernel: str, cfg, symbol: str, arch: str = "sm_90") -> tuple[bytes, float]:

@@ -236,3 +236,31 @@ def test_compile_like_reproduces_the_kernel_the_profiler_measured():
                         for b in (like, matrix))
     assert r_like["regcount"] == 80 and r_like["frame"] == 0, r_like
     assert r_matrix["frame"] > 0 and cr.text_of(like) != cr.text_of(matrix), r_matrix
+
+
+@pytest.mark.compile
+def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_them():
+    """compile_matrix compiles each table config once, with no divisibility assumed; on the GPU the JIT
+    compiles other specializations (aligned shapes: divisible by 16), which are other machine code. The
+    ones bench.stages' shapes launch at chunk 64 and 128 (8 distinct kernels), as launches() derives them,
+    compile here with their hints."""
+    import io
+
+    from cuda.tile.compilation import export_kernel, mangle_kernel_name
+    from bench.stages import default_shapes
+    cr = _cubin_resources()
+    units = {}
+    for shape in default_shapes():
+        for chunk in (64, 128):
+            for kernel, sig in cr.launches(shape.id, chunk):
+                units.setdefault(mangle_kernel_name(kernel._pyfunc.__name__, sig), (kernel, sig))
+    assert len(units) >= 6, list(units)
+    failed = []
+    for sym, (kernel, sig) in units.items():
+        buf = io.BytesIO()
+        try:
+            export_kernel(kernel, [sig], buf, gpu_code="sm_90", output_format="cubin")
+            assert buf.getvalue()
+        except Exception as e:  # noqa: BLE001 - every unit is tried, then all failures reported
+            failed.append(f"{sym[:60]}...: {type(e).__name__}: {str(e)[:300]}")
+    assert not failed, "\n".join(failed)
