@@ -110,15 +110,15 @@ def text_of(blob: bytes) -> dict[str, bytes]:
     return {nm[len(".text."):]: blob[h[4]:h[4] + h[5]] for nm, h in secs if nm.startswith(".text.")}
 
 
-def compile_unit(kernel: str, cfg, dtype: str, arch: str = "sm_90") -> tuple[bytes, float]:
-    """One kernel's cubin at a dispatch Config (its occupancy hint included) and element dtype, with
-    cuTile's cache off, and the seconds it took."""
+def compile_unit(kernel: str, cfg, dtype: str, arch: str = "sm_90", sig=None) -> tuple[bytes, float]:
+    """One kernel's cubin at a dispatch Config (its compiler hints included) and element dtype, in
+    compile_matrix's signature or `sig`, with cuTile's cache off, and the seconds it took."""
     import io
     os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
     from kernels.cutile import compile_matrix as cm
     buf = io.BytesIO()
     t0 = time.time()
-    cm.export(cm.Unit(kernel, cfg, dtype), arch, buf)
+    cm.export(cm.Unit(kernel, cfg, dtype), arch, buf, sig)
     return buf.getvalue(), time.time() - t0
 
 
@@ -205,20 +205,11 @@ def launch_symbols(shape_id: str, chunk: int = 64) -> dict[str, str]:
 def compile_like(kernel: str, cfg, symbol: str, arch: str = "sm_90") -> tuple[bytes, float]:
     """`kernel` at Config `cfg` (constants and hints) in the array specialization of the JIT's `symbol`
     (its trailing constants replaced by cfg's), with cuTile's cache off, and the seconds it took."""
-    import io
-    os.environ.setdefault("CUDA_TILE_CACHE_DIR", "off")
-    from cuda.tile.compilation import ConstantConstraint, KernelSignature, demangle_kernel_name, export_kernel
-    from kernels.cutile import compile_matrix as cm
+    from cuda.tile.compilation import ConstantConstraint, KernelSignature, demangle_kernel_name
     _, sig = demangle_kernel_name(symbol)
-    n = len(cfg.constants)
-    params = list(sig.parameters[:-n]) + [ConstantConstraint(v) for _, v in cfg.constants]
-    k = cm._kernel_fn(kernel)
-    if cfg.hints():
-        k = k.replace_hints(**cfg.hints())
-    buf = io.BytesIO()
-    t0 = time.time()
-    export_kernel(k, [KernelSignature(params, sig.calling_convention)], buf, gpu_code=arch, output_format="cubin")
-    return buf.getvalue(), time.time() - t0
+    params = list(sig.parameters[:-len(cfg.constants)]) + [ConstantConstraint(v) for _, v in cfg.constants]
+    # the dtype argument is only a label here: the symbol's arrays carry their own
+    return compile_unit(kernel, cfg, "bfloat16", arch, KernelSignature(params, sig.calling_convention))
 
 
 def _sweep_unit(item) -> str:

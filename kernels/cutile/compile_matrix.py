@@ -98,13 +98,15 @@ def signature(unit: Unit):
     return KernelSignature(params, CallingConvention.cutile_python_v1())
 
 
-def export(unit: Unit, arch: str, target) -> None:
-    """Compile one unit (its compiler hints included) for `arch` into `target`, a path or a binary file."""
+def export(unit: Unit, arch: str, target, sig=None) -> None:
+    """Compile one unit (its compiler hints included) for `arch` into `target`, a path or a binary file.
+    `sig`: a KernelSignature to compile instead of signature(unit), e.g. the one cuTile's JIT used at a
+    launch (scripts/cubin_resources.py); its arrays' dtypes then win over unit.dtype."""
     from cuda.tile.compilation import export_kernel  # noqa: PLC0415
     k = _kernel_fn(unit.kernel)
     if unit.config.hints():
         k = k.replace_hints(**unit.config.hints())
-    export_kernel(k, [signature(unit)], target, gpu_code=arch, output_format="cubin")
+    export_kernel(k, [sig or signature(unit)], target, gpu_code=arch, output_format="cubin")
 
 
 def compile_unit(unit: Unit, arch: str, out_dir: str | None = None) -> tuple[str, bool, float, str]:
