@@ -207,7 +207,10 @@ def compile_like(kernel: str, cfg, symbol: str, arch: str = "sm_90") -> tuple[by
     (its trailing constants replaced by cfg's), with cuTile's cache off, and the seconds it took."""
     from cuda.tile.compilation import ConstantConstraint, KernelSignature, demangle_kernel_name
     _, sig = demangle_kernel_name(symbol)
-    params = list(sig.parameters[:-len(cfg.constants)]) + [ConstantConstraint(v) for _, v in cfg.constants]
+    params = list(sig.parameters)
+    while params and isinstance(params[-1], ConstantConstraint):   # the symbol's own constants (a table
+        params.pop()                                                # of an older session may have fewer)
+    params += [ConstantConstraint(v) for _, v in cfg.constants]
     # the dtype argument is only a label here: the symbol's arrays carry their own
     return compile_unit(kernel, cfg, "bfloat16", arch, KernelSignature(params, sig.calling_convention))
 

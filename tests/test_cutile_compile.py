@@ -208,15 +208,32 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 
 def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded():
     """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
-    signature by the JIT's rule: the scan's symbol at 2x32K n64, chunk 64 is the one ncu recorded
-    there. (It fails if the rule or the launcher's arguments drift from what the GPU ran.)"""
+    signature by the JIT's rule: the scan's array and scalar specialization at 2x32K n64, chunk 64 is
+    the one ncu recorded there, and its constants are the table's row. (It fails if the rule or the
+    launcher's arguments drift from what the GPU ran.)"""
     from pathlib import Path
+
+    from cuda.tile.compilation import ConstantConstraint, demangle_kernel_name
+
+    from kernels.cutile import dispatch
+
+    def split(symbol):
+        name, sig = demangle_kernel_name(symbol)
+        params = list(sig.parameters)
+        n = len(params)
+        while n and isinstance(params[n - 1], ConstantConstraint):
+            n -= 1
+        return name, params[:n], [p.value for p in params[n:]]
+
     cr = _cubin_resources()
-    text = (Path(__file__).resolve().parent.parent / NCU_S14).read_text()
+    recorded = cr.jit_symbols((Path(__file__).resolve().parent.parent / NCU_S14).read_text())["chunk_scan"]
     syms = cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 64)
     assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
-    assert syms["chunk_scan"] in text, syms["chunk_scan"]
-    assert cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"] not in text   # other constants, another symbol
+    name, arrays, consts = split(syms["chunk_scan"])
+    assert (name, arrays) == split(recorded)[:2]
+    row = dispatch.choose("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64, aligned=True))
+    assert consts == [v for _, v in row.constants]
+    assert split(cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"])[2] != consts   # another row
 
 
 @pytest.mark.compile

@@ -83,10 +83,12 @@ def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLA
                   occupancy, worker_warps)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, BP=64, occupancy=3, worker_warps=None) -> Config:
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, BP=64, occupancy=3,
+                worker_warps=None) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST), occupancy, worker_warps)
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ), occupancy,
+                  worker_warps)
 
 
 CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
@@ -161,6 +163,10 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # (b2 l32768 h32 n64), 0.365 -> 0.328 (n128) and 0.589 -> 0.523 ms (b2 l65536 n64); at chunk 128 the
 # few-block row gains DLAT4 (0.496 -> 0.418), at chunk 256 LAT4 DLAT4 SLAT2 (0.354 -> 0.339). With many
 # blocks it is -4% to +5% (noise-sized or worse): those rows keep no hint.
+# Session 15 (reports/raw/2026-11-30-session15/): FTZ=1, the FAST scan's decay tile exp2 without its
+# denormal fix-up, won at every point: 0.310 -> 0.301 (b2 l32768 n64), 0.357 -> 0.346 (n128), 0.0862 ->
+# 0.0834 (b8 l2048 n64), 0.538 -> 0.503 (b2 l16384 n256 g8), 1.106 -> 1.032 ms (b2 l65536 n64, chunk 256),
+# outputs bitwise equal. It is scan_config's default, so every row has it (the general path ignores it).
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
 

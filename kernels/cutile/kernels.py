@@ -276,7 +276,8 @@ def _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
 def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
-                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int]):
+                      LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
+                      FTZ: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -291,16 +292,21 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     FAST = chunk_size (the table's rows for aligned problems): the launcher vouches that seqlen %
     chunk_size == 0 and there is no seq_idx; _scan_chunk computes one BL-row tile of a chunk per block
     unmasked (FAST = BL: the whole chunk; FAST a multiple of BL: one of its row tiles).
+    FTZ (FAST path only): 1 flushes the score tiles' decays exp2(cs_i - cs_j) below 2^-126 to zero, one
+    MUFU per element instead of four instructions (the denormal range fix-up); such a decay is below
+    the rounding of any term it multiplies.
     """
     if PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
+                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
+                    FTZ)
     else:
         # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
         total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
-                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST)
+                        seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
+                        FTZ)
 
 
 @_relocatable
@@ -335,12 +341,12 @@ def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], 
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                FAST: ct.Constant[int]):
+                FAST: ct.Constant[int], FTZ: ct.Constant[int]):
     """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
     one row tile of one head."""
     if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                    BL, BP, BN, FAST, LAT)
+                    BL, BP, BN, FAST, LAT, FTZ)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -349,7 +355,7 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                LAT: ct.Constant[int]):
+                LAT: ct.Constant[int], FTZ: ct.Constant[int]):
     """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
     arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
     chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
@@ -380,7 +386,9 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     yt = yt * ct.exp2(cst)[:, None]
     tok = ct.arange(BL, dtype=ct.int32)
     # select after the product: above the diagonal exp2 of a positive exponent may overflow
-    wd = ct.where(tok[:, None] >= tok[None, :], scores * ct.exp2(cst[:, None] - cst[None, :]) * dtt[None, :], 0.0)
+    ftz = FTZ != 0
+    wd = ct.where(tok[:, None] >= tok[None, :],
+                  scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[None, :], 0.0)
     yt = ct.mma(wd.astype(x.dtype), xt, yt)
     for j in range(m):
         jb = c * n_sub + j
@@ -389,7 +397,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
         dt_j = ct.load(dtc, (bi, head, jb), shape=(1, 1, BL)).reshape((BL,))
         xj = ct.load(x, (bi, jb, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((BL, BP))
-        wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :]) * dt_j[None, :]
+        wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :], flush_to_zero=ftz) * dt_j[None, :]
         yt = ct.mma(wj.astype(x.dtype), xj, yt)
     if has_d != 0:
         yt = yt + xt.astype(ct.float32) * ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)
