@@ -96,15 +96,18 @@ def launches_stubbed(launch=None, current_stream=None):
     grid, kernel, args)` and `current_stream(device=None)` replace the no-op stubs (tests record with them)."""
     import torch
     from kernels.cutile import launcher
-    saved = (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream)
+    saved = (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream,
+             torch.cuda.current_device)
     launcher._require_cuda = lambda x: None
     launcher._ct = lambda: SimpleNamespace(launch=launch or (lambda stream, grid, kernel, args: None))
     torch.cuda.device = lambda device: contextlib.nullcontext()
     torch.cuda.current_stream = current_stream or (lambda device=None: None)
+    torch.cuda.current_device = lambda: 0
     try:
         yield
     finally:
-        launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream = saved
+        (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream,
+         torch.cuda.current_device) = saved
 
 
 def run_cpu(shapes, calls: int) -> dict:

@@ -224,8 +224,7 @@ class Stages:
         kw = make_inputs(shape, seed)
         self.x, self.B, self.C, self.dt = kw["x"], kw["B"], kw["C"], kw["dt"]
         self.A32 = kw["A"].float()
-        h, p = shape.nheads, shape.headdim
-        self.D32 = kw["D"].float().reshape(h, 1).expand(h, p).contiguous()
+        self.D32 = kw["D"].float().reshape(shape.nheads, 1)   # per head: the kernel broadcasts it
         self.kw = dict(kw, chunk_size=chunk)
         self.cs, self.dtc = self.cumsum()
         self.states, _ = self.state()

@@ -59,7 +59,7 @@ MUTANTS = (
        "scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[:, None]"),
     _m("fc_d_dropped", "output",
        "D skip term left out",
-       "yt = yt + xt.astype(ct.float32) * ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)",
+       "yt = yt + xt.astype(ct.float32) * _d_row(D, head, ptile, BP)",
        "yt = yt"),
     # ------------------------------------------------------------------ the launcher's promise
     _m("fl_seq_idx_ignored", "seq_idx",

@@ -282,7 +282,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     read the same B/C tiles back to back.
 
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; states (b,nchunks,h,p,n);
-    D (h,p) fp32; seq_idx (b,l) int32. Each block computes BL rows x BP columns of y:
+    D (h,p) or (h,1) fp32; seq_idx (b,l) int32. Each block computes BL rows x BP columns of y:
         y_i = sum_{j<=i, same seq} (C_i . B_j) 2^(cs_i - cs_j) dt_j x_j      (C B^T on chip)
             + [seq_i == seq at previous chunk end] 2^(cs_i) C_i . S_in
             + D x_i,   then  y *= silu(z)
@@ -335,6 +335,18 @@ def _scores(Cm, Bm, b, row, col, g, BL: ct.Constant[int], BN: ct.Constant[int], 
                      latency=_lat(LAT)).reshape((BL, BN))
         acc = ct.mma(ck, ct.transpose(bk), acc)
     return acc
+
+
+@_relocatable
+def _d_row(D, head, ptile, BP: ct.Constant[int]):
+    """The (1, BP) tile of D for head `head`, p tile `ptile`: D is (h, p), or (h, 1) with one value per
+    head (mamba_ssm's usual D, passed without expanding it on the host), broadcast along p."""
+    dv = ct.zeros((1, BP), ct.float32)
+    if D.shape[1] == 1:
+        dv = dv + ct.load(D, (head, 0), shape=(1, 1))
+    else:
+        dv = ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)
+    return dv
 
 
 @_relocatable
@@ -400,7 +412,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
         wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :], flush_to_zero=ftz) * dt_j[None, :]
         yt = ct.mma(wj.astype(x.dtype), xj, yt)
     if has_d != 0:
-        yt = yt + xt.astype(ct.float32) * ct.load(D, (head, ptile), shape=(1, BP), padding_mode=ZERO)
+        yt = yt + xt.astype(ct.float32) * _d_row(D, head, ptile, BP)
     if has_z != 0:
         zt = ct.load(z, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP)).astype(ct.float32)
         yt = yt * (zt / (1.0 + ct.exp(-zt)))
@@ -467,8 +479,7 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
             acc = ct.mma(wj.astype(x.dtype), xj, acc)
 
         if has_d != 0:
-            dv = ct.load(D, (hh, pt), shape=(1, BP), padding_mode=ZERO)
-            acc = acc + xi.astype(ct.float32) * dv
+            acc = acc + xi.astype(ct.float32) * _d_row(D, hh, pt, BP)
         if has_z != 0:
             zi = ct.load(z, (b, blk, hh, pt), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP))
             zf = zi.astype(ct.float32)

@@ -33,6 +33,7 @@ state does not cross into the next sequence. NaN in B, C, dt or A spreads likewi
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Sequence
@@ -129,6 +130,21 @@ def _config(kernel: str, problem: Problem) -> dispatch.Config:
     return dispatch.choose(kernel, problem)
 
 
+_CHOSEN: dict = {}   # (table, kernel, problem) -> launch Config: the table is data, read once per problem
+
+
+def _launch_config(kernel: str, problem: Problem) -> dispatch.Config:
+    """_config, with FAST dropped where the problem is not one the FAST path serves (_fast_config);
+    memoized while no override is set (choosing costs host time on every launch otherwise)."""
+    if _OVERRIDE:
+        return _fast_config(kernel, _config(kernel, problem), problem)
+    key = (id(dispatch.TABLE), kernel, problem)
+    cfg = _CHOSEN.get(key)
+    if cfg is None:
+        cfg = _CHOSEN[key] = _fast_config(kernel, dispatch.choose(kernel, problem), problem)
+    return cfg
+
+
 _HINTED: dict = {}
 
 
@@ -169,7 +185,7 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit, stream=None)
     cs = torch.empty_like(dtc)
     # mamba_ssm clamps unconditionally: the default (0, inf) maps a negative dt to 0
     lo, hi = float(dt_limit[0]), float(dt_limit[1])
-    cfg = _config("chunk_cumsum", Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size))
+    cfg = _launch_config("chunk_cumsum", Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size))
     grid = (nchunks, -(-h // cfg.get("BH")), b)
     has_bias = bias32 is not None
     args = (dt, A32, bias32 if has_bias else A32, dtc, cs,
@@ -183,7 +199,10 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
     serves. FAST = c promises the kernel an aligned problem (seqlen % c == 0) without seq_idx at
     chunk size c, in BL-token tiles (chunk_state: one BL = c tile per chunk; chunk_scan: BL = c, or a
     divisor of c, one row tile per block); a problem outside that runs the general path with the same
-    tiles (the same answer, masked). A FAST the Config's BL does not fit is a table error."""
+    tiles (the same answer, masked). A FAST the Config's BL does not fit is a table error. A Config
+    without FAST (chunk_cumsum's, varlen_state's) is returned as it is."""
+    if not any(k == "FAST" for k, _ in cfg.constants):
+        return cfg
     fast, bl = cfg.get("FAST"), cfg.get("BL")
     if fast == 0:
         return cfg
@@ -211,7 +230,7 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=Non
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     prob = _problem(x, B, chunk_size, seq32)
-    cfg = _fast_config("chunk_state", _config("chunk_state", prob), prob)
+    cfg = _launch_config("chunk_state", prob)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
@@ -226,7 +245,7 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
     prob = _problem(x, B, chunk_size, seq32)
-    cfg = _fast_config("chunk_scan", _config("chunk_scan", prob), prob)
+    cfg = _launch_config("chunk_scan", prob)
     bl = cfg.get("BL")
     tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
     if cfg.get("PERSIST"):
@@ -250,6 +269,14 @@ def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
     args = (x, B, dtc, cs, states, cu32, out, chunk_size, h // g)
     _launch(grid, _kernels().varlen_state_kernel, cfg, args, x.device)
     return out
+
+
+def _on(device: torch.device):
+    """torch.cuda.device(device), or no context where it is already the current device (entering one
+    costs host time on every call; x on another GPU still gets its own)."""
+    if device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 _DUMMIES: dict = {}
@@ -306,15 +333,13 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     _require_cuda(x)
     nchunks = -(-l // chunk_size)
     lpad = nchunks * chunk_size
-    with torch.cuda.device(x.device):
+    with _on(x.device):
         x, B, C = _dense(x), _dense(B), _dense(C)
         z = _dense(z) if z is not None else None
         dt = _dense(dt)
         A32 = _dense(A.float())
         bias32 = _dense(dt_bias.float()) if dt_bias is not None else None
-        D32 = None
-        if D is not None:
-            D32 = _dense(D.float().reshape(h, -1).expand(h, p))
+        D32 = _dense(D.float().reshape(h, -1)) if D is not None else None   # (h, 1) or (h, p): no host-side expand
         init32 = _dense(initial_states.float()) if initial_states is not None else None
         seq32 = _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None
         per_batch = [l * h * p, l * B.shape[2] * n, h * lpad, nchunks * h * p * n]
@@ -479,7 +504,7 @@ def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=No
     _check_int32(x=x, B=B, dA_cumsum=dA_cumsum, states_in=states_in)
     _require_cuda(x)
     with torch.cuda.device(x.device):
-        D32 = _dense(D.float().reshape(h, -1).expand(h, p)) if D is not None else None
+        D32 = _dense(D.float().reshape(h, -1)) if D is not None else None
         return _run_scan(_dense(x), _dense(z) if z is not None else None, _dense(B), _dense(C),
                          _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
                          _dense(states_in.to(x.dtype)), D32,
