@@ -12,6 +12,8 @@
 #                          bring that copy back to keep a new tuning choice
 #   N_BUDGET_S, TG_BUDGET_S    each group's --budget-s (a group stops starting shapes past it)
 #   STAGES_S               bench.stages' time limit (0: leave it out)
+#   N_GROUPS               the cutile + mamba_ssm groups to run (default "n64 n128 n256"; "" runs only
+#                          the TileGym groups, the target table, in about half the time)
 # Output: $OUT/race.tar.gz (every group's JSON and log, stages, the merged tables and plot: one file,
 # since only 8 files come back from a lent GPU), $OUT/tuning.json and $OUT/summary.txt (the target
 # table and each step's exit status, also printed).
@@ -37,7 +39,8 @@ step() {   # step NAME LIMIT_S CMD...: run with a hard limit, log to work/NAME.l
   timeout "$limit" "$@" > "$OUT/work/$name.log" 2>&1
   echo "$name rc=$?" | tee -a "$SUMMARY"
 }
-for g in n64 n128 n256; do
+N_GROUPS=${N_GROUPS-n64 n128 n256}
+for g in $N_GROUPS; do
   step "$g" $((N_BUDGET_S + 30)) python3 -m bench.race --group "$g" --out "$OUT/work/race" --budget-s "$N_BUDGET_S"
 done
 for g in tg64 tg128 tg256; do
