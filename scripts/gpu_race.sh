@@ -14,6 +14,8 @@
 #   STAGES_S               bench.stages' time limit (0: leave it out)
 #   N_GROUPS               the cutile + mamba_ssm groups to run (default "n64 n128 n256"; "" runs only
 #                          the TileGym groups, the target table, in about half the time)
+#   TG_GROUPS              the TileGym groups (default "tg64 tg128 tg256"). A group's budget must leave
+#                          TileGym's slot room: below ~85 s it skips TileGym (session 15 at 60 s)
 # Output: $OUT/race.tar.gz (every group's JSON and log, stages, the merged tables and plot: one file,
 # since only 8 files come back from a lent GPU), $OUT/tuning.json and $OUT/summary.txt (the target
 # table and each step's exit status, also printed).
@@ -43,7 +45,8 @@ N_GROUPS=${N_GROUPS-n64 n128 n256}
 for g in $N_GROUPS; do
   step "$g" $((N_BUDGET_S + 30)) python3 -m bench.race --group "$g" --out "$OUT/work/race" --budget-s "$N_BUDGET_S"
 done
-for g in tg64 tg128 tg256; do
+TG_GROUPS=${TG_GROUPS-tg64 tg128 tg256}
+for g in $TG_GROUPS; do
   # a shape TileGym must tune takes 2-3 min more than the budget: the limit leaves it room
   step "$g" $((TG_BUDGET_S + 200)) python3 -m bench.race --group "$g" --out "$OUT/work/race" \
     --budget-s "$TG_BUDGET_S" --tilegym-tuning "$OUT/tuning.json"
