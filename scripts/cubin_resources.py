@@ -146,17 +146,19 @@ def jit_symbols(text: str) -> dict[str, str]:
 
 def _jit_array(t):
     """The ArrayConstraint cuTile's JIT derives from tensor `t` at a launch, as modelled here: dimensions
-    of size 1 constant, the others divisible by 16 or not; strides divisible by 16 bytes or not, the last
-    stride the constant 1; no aliasing. The model is checked against a symbol Nsight Compute recorded
+    of size 1 constant, the others divisible by 16 or not; strides divisible by 16 bytes or not, strides
+    of 1 (the last, and any other) the constant 1; no aliasing. The model is checked against a symbol Nsight Compute recorded
     (tests/test_cutile_compile.py)."""
     import cuda.tile as ct
     import torch
     dtypes = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
     from cuda.tile.compilation import ArrayConstraint
     n, unit = t.dim(), max(16 // t.element_size(), 1)
+    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, session 15)
     return ArrayConstraint(
-        dtypes[t.dtype], n, index_dtype=ct.int32, stride_lower_bound_incl=(0,) * (n - 1) + (None,), alias_groups=(),
-        may_alias_internally=False, stride_constant=(None,) * (n - 1) + (1,),
+        dtypes[t.dtype], n, index_dtype=ct.int32, alias_groups=(),
+        stride_lower_bound_incl=tuple(None if st == 1 else 0 for st in inner) + (None,),
+        may_alias_internally=False, stride_constant=tuple(1 if st == 1 else None for st in inner) + (1,),
         shape_constant=tuple(1 if d == 1 else None for d in t.shape),
         stride_divisible_by=tuple(unit if st % unit == 0 else 1 for st in t.stride()[:-1]) + (1,),
         shape_divisible_by=tuple(1 if d == 1 else (16 if d % 16 == 0 else 1) for d in t.shape),

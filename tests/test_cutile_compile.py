@@ -190,6 +190,9 @@ def _cubin_resources():
 
 
 NCU_S14 = "reports/raw/2026-11-30-session14/call6/ncu-details.txt"   # Nsight Compute's text, session 14
+# session 15: the state kernels before the scan's FTZ and D changes (call 1), the scans after them (call 3)
+NCU_S15_STATE = "reports/raw/2026-11-30-session15/call1/ncu-details.txt"
+NCU_S15_SCAN = "reports/raw/2026-11-30-session15/call3/ncu-details.txt"
 
 
 def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_specialization():
@@ -208,35 +211,19 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 
 def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded():
     """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
-    signature by the JIT's rule: the scan's array and scalar specialization at 2x32K n64, chunk 64 is
-    the one ncu recorded there, and its constants are the table's row. (It fails if the rule or the
-    launcher's arguments drift from what the GPU ran.)"""
+    signature by the JIT's rule: the state and scan symbols at 8x2K and 2x32K n64, chunk 64, are the
+    ones Nsight Compute recorded there in session 15 (D passed as (h, 1), FTZ in the scan's constants).
+    It fails if the rule or the launcher's arguments drift from what the GPU ran."""
     from pathlib import Path
-
-    from cuda.tile.compilation import ConstantConstraint, demangle_kernel_name
-
-    from kernels.cutile import dispatch
-
-    def split(symbol):
-        name, sig = demangle_kernel_name(symbol)
-        params = list(sig.parameters)
-        n = len(params)
-        while n and isinstance(params[n - 1], ConstantConstraint):
-            n -= 1
-        return name, params[:n], [p.value for p in params[n:]]
-
     cr = _cubin_resources()
-    recorded = cr.jit_symbols((Path(__file__).resolve().parent.parent / NCU_S14).read_text())["chunk_scan"]
-    syms = cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 64)
-    assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
-    name, arrays, consts = split(syms["chunk_scan"])
-    rec_name, rec_arrays, _ = split(recorded)
-    # D (argument 7) is passed as (h, 1) since session 15, (h, p) when session 14 recorded the symbol
-    assert name == rec_name and arrays[:7] + arrays[8:] == rec_arrays[:7] + rec_arrays[8:]
-    assert tuple(arrays[7].shape_constant) == (None, 1) != tuple(rec_arrays[7].shape_constant)
-    row = dispatch.choose("chunk_scan", dispatch.Problem("bfloat16", 64, 64, 64, 64, aligned=True))
-    assert consts == [v for _, v in row.constants]
-    assert split(cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"])[2] != consts   # another row
+    root = Path(__file__).resolve().parent.parent
+    state_text, scan_text = ((root / f).read_text() for f in (NCU_S15_STATE, NCU_S15_SCAN))
+    for sid in ("b8-l2048-h32-p64-n64-g1", "b2-l32768-h32-p64-n64-g1"):
+        syms = cr.launch_symbols(sid, 64)
+        assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
+        assert syms["chunk_state"] in state_text, syms["chunk_state"]
+        assert syms["chunk_scan"] in scan_text, syms["chunk_scan"]
+    assert cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"] not in scan_text   # other constants
 
 
 @pytest.mark.compile
