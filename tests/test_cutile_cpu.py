@@ -274,8 +274,9 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
 
 
 def test_pending_patches_still_apply_in_order(tmp_path):
-    """kernels/cutile/pending/*.patch (table rows waiting for a GPU gate) must apply to the kernels as
-    they are now, one after the other, or the next session cannot gate them as written."""
+    """kernels/cutile/pending/*.patch (table rows and kernel candidates waiting for the GPU) must apply
+    to the kernels and the bench as they are now, one after the other, or the next session cannot run
+    them as written."""
     import shutil
     import subprocess
     from pathlib import Path
@@ -285,8 +286,8 @@ def test_pending_patches_still_apply_in_order(tmp_path):
         pytest.skip("no pending patches")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    shutil.copytree(root / "kernels/cutile", tmp_path / "kernels/cutile",
-                    ignore=shutil.ignore_patterns("__pycache__", "pending"))
+    for tree in ("kernels/cutile", "bench"):   # a patch may bring its own sweep candidates
+        shutil.copytree(root / tree, tmp_path / tree, ignore=shutil.ignore_patterns("__pycache__", "pending"))
     for p in patches:
         proc = subprocess.run(["git", "apply", str(p)], cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, f"{p.name} no longer applies: {proc.stderr}"
