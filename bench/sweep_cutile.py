@@ -35,6 +35,7 @@ SHAPES = (
     (Shape(2, 65536, 32, 64), (64, 128, 256)),
 )
 WRONG = 1e-2   # normwise difference from the table's output that marks a candidate as wrong
+STAGE_KERNELS = ("chunk_cumsum", "chunk_state", "chunk_scan")   # the kernels a candidate can replace
 
 
 def state_candidates(chunk: int, dstate: int):
@@ -98,6 +99,16 @@ def state_candidates(chunk: int, dstate: int):
                state_config(BL=chunk, BN=64, DLAT=4, FAST=chunk, SWAP=1, occupancy=2))
     # session 14: the table's FAST rows at this chunk with 8 worker warps (cuTile's num_worker_warps)
     yield from _with_worker_warps("chunk_state", chunk)
+
+
+def cumsum_candidates(chunk: int):
+    """(label, Config) for chunk_cumsum (session 15: 16 us against TileGym's 14 at 2x32K, the one stage
+    never swept): heads per block and occupancy, as TileGym tunes its own (BLOCK_H, occupancy 4-8)."""
+    from kernels.cutile.dispatch import Config, _c
+    for bh in (8, 16, 32, 64):
+        for occ in (None, 4, 8):
+            if (bh, occ) != (16, None):   # the table's row
+                yield f"BH{bh}-occ{occ or 'auto'}", Config(_c(BL=64, BH=bh), occ)
 
 
 def _with_worker_warps(kernel: str, chunk: int, warps: int = 8):
@@ -205,6 +216,7 @@ def plan(shapes=SHAPES, match: str | None = None):
     for shape, chunks in shapes:
         for chunk in chunks:
             out.append((shape, chunk, "table", "table", None))
+            out += [(shape, chunk, "chunk_cumsum", lab, cfg) for lab, cfg in cumsum_candidates(chunk)]
             out += [(shape, chunk, "chunk_state", lab, cfg) for lab, cfg in state_candidates(chunk, shape.dstate)]
             out += [(shape, chunk, "chunk_scan", lab, cfg)
                     for lab, cfg in scan_candidates(chunk, shape.dstate)]
@@ -244,7 +256,9 @@ class Stages:
         return ssd_forward(**self.kw)
 
     def run(self, kernel: str):
-        return {"chunk_state": lambda: self.state()[0], "chunk_scan": self.scan, "table": self.forward}[kernel]()
+        import torch
+        return {"chunk_cumsum": lambda: torch.cat([t.reshape(-1) for t in self.cumsum()]),
+                "chunk_state": lambda: self.state()[0], "chunk_scan": self.scan, "table": self.forward}[kernel]()
 
 
 def _override(kernel: str, cfg) -> None:
@@ -302,8 +316,8 @@ def sweep(items, log=print, make=Stages, device="cuda") -> list[dict]:
         if (shape, chunk) != key:
             _override("", None)
             key, stages = (shape, chunk), make(shape, chunk)
-            ref = {k: stages.run(k).clone() for k in ("chunk_state", "chunk_scan")}
-            ref_ms = {k: bench_ms(lambda k=k: stages.run(k))["ms"] for k in ("chunk_state", "chunk_scan")}
+            ref = {k: stages.run(k).clone() for k in STAGE_KERNELS}
+            ref_ms = {k: bench_ms(lambda k=k: stages.run(k))["ms"] for k in STAGE_KERNELS}
         row = dict(shape=shape.id, chunk=chunk, kernel=kernel, label=label, config=str(cfg) if cfg else "table")
         try:
             _override(kernel, cfg)
@@ -336,7 +350,7 @@ def best_combinations(items, rows, log=print, make=Stages, device="cuda") -> lis
     out = []
     for shape, chunk in dict.fromkeys((s, c) for s, c, *_ in items):
         pick = {}
-        for kernel in ("chunk_state", "chunk_scan"):
+        for kernel in STAGE_KERNELS:
             ok = [r for r in rows if r["shape"] == shape.id and r["chunk"] == chunk and r["kernel"] == kernel
                   and r.get("status") == "ok"]
             if ok:
@@ -351,7 +365,8 @@ def best_combinations(items, rows, log=print, make=Stages, device="cuda") -> lis
             launcher._OVERRIDE.clear()
         table = next(r["ms"] for r in rows if r["shape"] == shape.id and r["chunk"] == chunk and r["kernel"] == "table")
         row = dict(shape=shape.id, chunk=chunk, table_ms=table, best_ms=ms,
-                   state=pick.get("chunk_state", ("table",))[0], scan=pick.get("chunk_scan", ("table",))[0])
+                   cumsum=pick.get("chunk_cumsum", ("table",))[0], state=pick.get("chunk_state", ("table",))[0],
+                   scan=pick.get("chunk_scan", ("table",))[0])
         log(json.dumps(row))
         out.append(row)
     return out
@@ -360,10 +375,11 @@ def best_combinations(items, rows, log=print, make=Stages, device="cuda") -> lis
 def markdown(rows, combos, meta) -> str:
     lines = [f"# cuTile dispatch sweep ({meta['date']}, {meta['gpu']})", "",
              f"Command: `{meta['command']}`; timings: median of CUDA events after warm-up (bench.race.bench_ms).", "",
-             "| shape | chunk | table ms | best ms | speed-up | state candidate | scan candidate |",
-             "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+             "| shape | chunk | table ms | best ms | speed-up | cumsum candidate | state candidate | scan candidate |",
+             "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     lines += [f"| {c['shape']} | {c['chunk']} | {c['table_ms']:.4f} | {c['best_ms']:.4f} | "
-              f"{c['table_ms'] / c['best_ms']:.2f}x | {c['state']} | {c['scan']} |" for c in combos]
+              f"{c['table_ms'] / c['best_ms']:.2f}x | {c.get('cumsum', 'table')} | {c['state']} | {c['scan']} |"
+              for c in combos]
     lines += ["", "Per kernel (ms; err = normwise difference from the table's output):", "",
               "| shape | chunk | kernel | candidate | ms | table ms | err | status |", "| --- | ---: | --- | --- | ---: | ---: | ---: | --- |"]
     for r in rows:

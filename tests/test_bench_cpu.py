@@ -207,7 +207,7 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
     from bench import sweep_cutile as sw
     from kernels.cutile import dispatch, launcher
     items = sw.plan()
-    assert items and {k for _, _, k, _, _ in items} == {"table", "chunk_state", "chunk_scan"}
+    assert items and {k for _, _, k, _, _ in items} == {"table", "chunk_cumsum", "chunk_state", "chunk_scan"}
     seen = set()
     for shape, chunk, kernel, label, cfg in items:
         assert (shape.id, chunk, kernel, label) not in seen
@@ -216,6 +216,9 @@ def test_sweep_plan_only_holds_configs_the_kernels_accept():
             continue
         names = [n for n, _ in cfg.constants]
         assert names == [n for n, _ in dispatch.TABLE[kernel][0].config.constants], (kernel, label)
+        if kernel == "chunk_cumsum":   # heads per block: a power of two (a tile dimension)
+            assert cfg.get("BH") & (cfg.get("BH") - 1) == 0 and cfg != dispatch.TABLE[kernel][0].config, label
+            continue
         assert chunk % cfg.get("BL") == 0 and cfg.get("BN") <= max(shape.dstate, 64), (shape.id, chunk, label)
         # the sweep's inputs are aligned without seq_idx: a FAST label times its FAST path, not a fallback
         assert ("FAST" in label) == (cfg.get("FAST") != 0), label
@@ -265,6 +268,9 @@ def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
 
         def run(self, kernel):
             cfg = launcher._OVERRIDE.get(kernel)
+            if kernel == "chunk_cumsum":                                   # BH32: the fastest cumsum
+                time.sleep(0.0005 if cfg is not None and cfg.get("BH") == 32 else 0.001)
+                return self.x
             bn = cfg.get("BN") if cfg is not None else 0
             time.sleep({16: 0.002, 64: 0.0005}.get(bn, 0.001))            # BN64: fastest, and ...
             return self.x * (2.0 if bn == 64 and kernel == "chunk_state" else 1.0)   # ... wrong for state
@@ -279,7 +285,7 @@ def test_sweep_flags_a_wrong_candidate_and_picks_the_fastest_correct_one():
     assert by[("chunk_state", "BL64-BN64-PF1-occ2")]["status"] == "WRONG"
     assert by[("chunk_scan", "BL64-BN64-occ1")]["status"] == "ok"
     [combo] = sw.best_combinations(items, rows, log=lambda m: None, make=Fake, device="cpu")
-    assert "BN64" not in combo["state"] and "BN64" in combo["scan"]
+    assert "BN64" not in combo["state"] and "BN64" in combo["scan"] and combo["cumsum"].startswith("BH32")
     assert "WRONG" in sw.markdown(rows, [combo], dict(date="d", gpu="cpu", command="c"))
 
 
