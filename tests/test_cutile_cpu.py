@@ -316,6 +316,32 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
         assert [t.shape[0] for t in states_x] == [1, 1] and states_x[1].data_ptr() == x[1:].data_ptr()
 
 
+def test_forward_passes_a_per_head_D_unexpanded_and_chooses_each_config_once(monkeypatch):
+    """Host time (session 15): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
+    (the kernel broadcasts it; no expand-and-copy, no GPU copy), D (h, p) as it is; the table is consulted
+    once per (kernel, problem), while an override still wins on every call."""
+    from bench.host_profile import launches_stubbed
+    launches, chosen = [], []
+    b, l, h, p, n = 1, 128, 4, 64, 64
+    x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
+    dt, A, D = torch.rand(b, l, h), -torch.rand(h), torch.randn(h)
+    choose = dispatch.choose
+    monkeypatch.setattr(dispatch, "choose", lambda k, prob: chosen.append(k) or choose(k, prob))
+    monkeypatch.setattr(launcher, "_CHOSEN", {})
+    with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append(args)):
+        for _ in range(2):
+            cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=D)
+        assert sorted(chosen) == ["chunk_cumsum", "chunk_scan", "chunk_state"]   # the second call: memoized
+        d = launches[2][7]
+        assert d.shape == (h, 1) and d.data_ptr() == D.data_ptr()
+        Dhp = torch.randn(h, p)
+        cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=Dhp)
+        assert launches[-1][7].data_ptr() == Dhp.data_ptr() and launches[-1][7].shape == (h, p)
+        other = dispatch.scan_config(BN=64, occupancy=2)
+        monkeypatch.setitem(launcher._OVERRIDE, "chunk_scan", other)
+        assert launcher._launch_config("chunk_scan", launcher._problem(x, B, 64, None)) == other
+
+
 def test_worker_warps_is_a_compiler_hint_beside_occupancy_and_bad_values_are_named(monkeypatch):
     cfg = dispatch.scan_config(FAST=64, worker_warps=8)
     assert cfg.hints() == {"occupancy": 3, "num_worker_warps": 8} and str(cfg).endswith(",occupancy=3,worker_warps=8")
