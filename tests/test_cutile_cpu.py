@@ -293,6 +293,29 @@ def test_pending_patches_still_apply_in_order(tmp_path):
         assert proc.returncode == 0, f"{p.name} no longer applies: {proc.stderr}"
 
 
+def test_follow_up_patches_apply_after_the_patch_they_name(tmp_path):
+    """pending/after-NNNN/*.patch (e.g. table rows that only make sense if candidate NNNN wins its sweep)
+    apply to the kernels and bench as they are now plus patch NNNN alone."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    pending = root / "kernels/cutile/pending"
+    groups = sorted(d for d in pending.glob("after-*") if d.is_dir())
+    if not groups:
+        pytest.skip("no follow-up patches")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    for group in groups:
+        work = tmp_path / group.name
+        for tree in ("kernels/cutile", "bench", "mutation"):
+            shutil.copytree(root / tree, work / tree, ignore=shutil.ignore_patterns("__pycache__", "pending"))
+        [base] = pending.glob(group.name.removeprefix("after-") + "-*.patch")
+        for p in [base, *sorted(group.glob("*.patch"))]:
+            proc = subprocess.run(["git", "apply", str(p)], cwd=work, capture_output=True, text=True)
+            assert proc.returncode == 0, f"{group.name}/{p.name} no longer applies: {proc.stderr}"
+
+
 def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monkeypatch):
     """Host time: one stream lookup per forward, shared by its launches, and the input tensors go to
     the kernels as they are when the batch is not split (slicing costs host time per tensor)."""
