@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -273,47 +274,43 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
     assert got == {64: at64, 128: at128, 256: at64}
 
 
+PENDING = Path(__file__).resolve().parent.parent / "kernels/cutile/pending"
+
+
+def _apply_in_order(patches, work) -> None:
+    """Copy the trees pending patches touch (kernels, their sweep candidates, their mutants) to `work`
+    and `git apply` the patches there one after the other, naming the first that fails."""
+    import shutil
+    import subprocess
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    for tree in ("kernels/cutile", "bench", "mutation"):
+        shutil.copytree(PENDING.parent.parent.parent / tree, work / tree,
+                        ignore=shutil.ignore_patterns("__pycache__", "pending"))
+    for p in patches:
+        proc = subprocess.run(["git", "apply", str(p)], cwd=work, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{p.relative_to(PENDING)} no longer applies: {proc.stderr}"
+
+
 def test_pending_patches_still_apply_in_order(tmp_path):
     """kernels/cutile/pending/*.patch (table rows and kernel candidates waiting for the GPU) must apply
     to the kernels and the bench as they are now, one after the other, or the next session cannot run
     them as written."""
-    import shutil
-    import subprocess
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
-    patches = sorted((root / "kernels/cutile/pending").glob("*.patch"))
+    patches = sorted(PENDING.glob("*.patch"))
     if not patches:
         pytest.skip("no pending patches")
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    for tree in ("kernels/cutile", "bench"):   # a patch may bring its own sweep candidates
-        shutil.copytree(root / tree, tmp_path / tree, ignore=shutil.ignore_patterns("__pycache__", "pending"))
-    for p in patches:
-        proc = subprocess.run(["git", "apply", str(p)], cwd=tmp_path, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{p.name} no longer applies: {proc.stderr}"
+    _apply_in_order(patches, tmp_path)
 
 
 def test_follow_up_patches_apply_after_the_patch_they_name(tmp_path):
     """pending/after-NNNN/*.patch (e.g. table rows that only make sense if candidate NNNN wins its sweep)
     apply to the kernels and bench as they are now plus patch NNNN alone."""
-    import shutil
-    import subprocess
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
-    pending = root / "kernels/cutile/pending"
-    groups = sorted(d for d in pending.glob("after-*") if d.is_dir())
+    groups = sorted(d for d in PENDING.glob("after-*") if d.is_dir())
     if not groups:
         pytest.skip("no follow-up patches")
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
     for group in groups:
-        work = tmp_path / group.name
-        for tree in ("kernels/cutile", "bench", "mutation"):
-            shutil.copytree(root / tree, work / tree, ignore=shutil.ignore_patterns("__pycache__", "pending"))
-        [base] = pending.glob(group.name.removeprefix("after-") + "-*.patch")
-        for p in [base, *sorted(group.glob("*.patch"))]:
-            proc = subprocess.run(["git", "apply", str(p)], cwd=work, capture_output=True, text=True)
-            assert proc.returncode == 0, f"{group.name}/{p.name} no longer applies: {proc.stderr}"
+        [base] = PENDING.glob(group.name.removeprefix("after-") + "-*.patch")
+        _apply_in_order([base, *sorted(group.glob("*.patch"))], tmp_path / group.name)
 
 
 def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monkeypatch):

@@ -422,7 +422,7 @@ def chunk_cumsum(dt, A, chunk_size, dt_bias=None, dt_softplus=False, dt_limit=(0
     _same_device(dt, A=A, dt_bias=dt_bias)
     _check_int32(dt=dt, dA_cumsum=b * h * -(-l // chunk_size) * chunk_size)
     _require_cuda(dt)
-    with torch.cuda.device(dt.device):
+    with _on(dt.device):
         bias32 = _dense(dt_bias.float()) if dt_bias is not None else None
         cs, dtc = _run_cumsum(_dense(dt), _dense(A.float()), bias32, chunk_size, dt_softplus, dt_limit)
     nchunks = cs.shape[-1] // chunk_size
@@ -454,7 +454,7 @@ def chunk_state_and_passing(B, x, dt_out, dA_cumsum, initial_states=None, seq_id
     _same_device(x, B=B, dt_out=dt_out, dA_cumsum=dA_cumsum, initial_states=initial_states, seq_idx=seq_idx)
     _check_int32(x=x, B=B, dA_cumsum=dA_cumsum, states_in=b * c * h * p * n)
     _require_cuda(x)
-    with torch.cuda.device(x.device):
+    with _on(x.device):
         return _run_state(_dense(x), _dense(B), _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
                           _dense(initial_states.float()) if initial_states is not None else None,
                           _dense(seq_idx.to(torch.int32)) if seq_idx is not None else None, L, x.dtype)
@@ -503,7 +503,7 @@ def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=No
     _same_device(x, B=B, C=C, dt_out=dt_out, dA_cumsum=dA_cumsum, states_in=states_in, D=D, z=z, seq_idx=seq_idx)
     _check_int32(x=x, B=B, dA_cumsum=dA_cumsum, states_in=states_in)
     _require_cuda(x)
-    with torch.cuda.device(x.device):
+    with _on(x.device):
         D32 = _dense(D.float().reshape(h, -1)) if D is not None else None
         return _run_scan(_dense(x), _dense(z) if z is not None else None, _dense(B), _dense(C),
                          _dense(dt_out.float().reshape(b, h, c * L)), _log2_cs(dA_cumsum),
