@@ -175,6 +175,10 @@ def scan_candidates(chunk: int, dstate: int):
         # exponent, lost: NOTES.)
         yield (f"BL64-BN{bn}-FAST-FTZ0-occ3",
                scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FTZ=0, occupancy=3))
+        # session 15: FACT, the decay factored as 2^cs_i * (2^-cs_j dt_j) where every |cs| of the chunk
+        # is below 64 (the race's inputs: always): one multiply per score element instead of four ops
+        yield (f"BL64-BN{bn}-FAST-FACT-occ3",
+               scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=1, occupancy=3))
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:

@@ -36,6 +36,7 @@ from pathlib import Path
 import cuda.tile as ct
 
 LOG2E = math.log2(math.e)
+FACT_RANGE = 64.0   # chunk_scan FACT: the largest |cs| (log2 units) of a chunk whose decay is factored
 ZERO = ct.PaddingMode.ZERO
 
 # The compiled kernels' debug info names this file, and cuTile's disk cache keys on the debug info:
@@ -277,7 +278,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                       LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
-                      FTZ: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -295,18 +296,23 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     FTZ (FAST path only): 1 flushes the score tiles' decays exp2(cs_i - cs_j) below 2^-126 to zero, one
     MUFU per element instead of four instructions (the denormal range fix-up); such a decay is below
     the rounding of any term it multiplies.
+    FACT (FAST path, chunk = BL only): where every |cs| of the chunk is below FACT_RANGE, the decay is
+    factored, 2^(cs_i - cs_j) dt_j = 2^cs_i * (2^-cs_j dt_j): the score tile takes one multiply per
+    element (by the column factor) and the row factor scales the finished row, instead of a subtract,
+    an exp2 and two multiplies per element. The bound keeps both factors within 2^64, so nothing
+    overflows fp32 (terms up to 2^64 |C.B x|); a chunk outside it (or with NaN/Inf) takes the plain path.
     """
     if PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                     seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                    FTZ)
+                    FTZ, FACT)
     else:
         # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
         total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                        FTZ)
+                        FTZ, FACT)
 
 
 @_relocatable
@@ -353,12 +359,12 @@ def _d_row(D, head, ptile, BP: ct.Constant[int]):
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                FAST: ct.Constant[int], FTZ: ct.Constant[int]):
+                FAST: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
     one row tile of one head."""
     if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                    BL, BP, BN, FAST, LAT, FTZ)
+                    BL, BP, BN, FAST, LAT, FTZ, FACT)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -367,7 +373,7 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                LAT: ct.Constant[int], FTZ: ct.Constant[int]):
+                LAT: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
     arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
     chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
@@ -395,13 +401,22 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
                        latency=_lat(LAT)).reshape((BP, BN))
         yt = ct.mma(ct_k, ct.transpose(st_k.astype(Cm.dtype)), yt)
         scores = ct.mma(ct_k, ct.transpose(bt_k), scores)
-    yt = yt * ct.exp2(cst)[:, None]
-    tok = ct.arange(BL, dtype=ct.int32)
-    # select after the product: above the diagonal exp2 of a positive exponent may overflow
     ftz = FTZ != 0
-    wd = ct.where(tok[:, None] >= tok[None, :],
-                  scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[None, :], 0.0)
-    yt = ct.mma(wd.astype(x.dtype), xt, yt)
+    factored = False
+    if FACT != 0 and CH == BL:
+        factored = ct.max(ct.abs(cst), propagate_nan=True) < FACT_RANGE
+    if factored:
+        # y_i = 2^cs_i (C_i . S_in + sum_j<=i (C_i . B_j) (2^-cs_j dt_j) x_j)
+        row = ct.arange(BL, dtype=ct.int32)
+        wd = ct.where(row[:, None] >= row[None, :], scores * (ct.exp2(-cst, flush_to_zero=ftz) * dtt)[None, :], 0.0)
+        yt = ct.mma(wd.astype(x.dtype), xt, yt) * ct.exp2(cst)[:, None]
+    else:
+        yt = yt * ct.exp2(cst)[:, None]
+        tok = ct.arange(BL, dtype=ct.int32)
+        # select after the product: above the diagonal exp2 of a positive exponent may overflow
+        wd = ct.where(tok[:, None] >= tok[None, :],
+                      scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[None, :], 0.0)
+        yt = ct.mma(wd.astype(x.dtype), xt, yt)
     for j in range(m):
         jb = c * n_sub + j
         cbj = _scores(Cm, Bm, bi, blk, jb, grp, BL, BN, LAT)
