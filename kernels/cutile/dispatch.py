@@ -202,7 +202,7 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     ),
     "chunk_scan": (
         Rule(f"{_ALIGNED}, chunk 64, dstate <= 64", lambda p: _aligned_at(64)(p) and p.dstate <= 64,
-             scan_config(BL=64, BN=64, FAST=64, FACT=1, occupancy=3)),
+             scan_config(BL=64, BN=64, FAST=64, occupancy=3)),
         Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64), scan_config(BL=64, BN=128, FAST=64, LAT=4, FACT=1, occupancy=3)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128), scan_config(BL=64, BN=64, FAST=128, LAT=4, occupancy=3)),
         Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256), scan_config(BL=64, BN=64, FAST=256, LAT=4, occupancy=3)),

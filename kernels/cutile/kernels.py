@@ -403,7 +403,8 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
         scores = ct.mma(ct_k, ct.transpose(bt_k), scores)
     ftz = FTZ != 0
     factored = False
-    if FACT != 0 and CH == BL:
+    # not for float16: its 5-bit exponent cannot hold the column factor 2^-cs_j (up to 2^64) in wd
+    if FACT != 0 and CH == BL and x.dtype != ct.float16:
         factored = ct.max(ct.abs(cst), propagate_nan=True) < FACT_RANGE
     if factored:
         # y_i = 2^cs_i (C_i . S_in + sum_j<=i (C_i . B_j) (2^-cs_j dt_j) x_j)
