@@ -29,6 +29,7 @@ class SSDProblem:
     chunk_size: int = 64
     dtype: str = "float32"
     decay: float = 1.0           # target |A * dt| * chunk_size, the log-decay over one chunk; 0: A = 0
+    decay_decades: float = 0.0   # > 0: the heads' decays log-spaced over this many decades around decay
     dt_mu: float = -1.0          # dt = softplus(N(dt_mu, 1)) before bias/limit
     dt_softplus: bool = False    # pass raw dt and let the implementation apply softplus
     dt_bias: bool = False
@@ -54,6 +55,8 @@ class SSDProblem:
                 not 0 < s < self.seqlen for s in self.seq_starts):
             raise ValueError(f"SSDProblem.seq_starts: expected increasing positions in (0, {self.seqlen}), "
                              f"got {self.seq_starts}")
+        if not self.decay_decades >= 0.0:
+            raise ValueError(f"SSDProblem.decay_decades: expected >= 0, got {self.decay_decades}")
         if self.varlen and self.batch != 1:
             raise ValueError("SSDProblem.varlen: needs batch == 1")
 
@@ -129,6 +132,11 @@ class SSDProblem:
             A = torch.zeros(h, dtype=torch.float64)
         else:
             spread = torch.exp(torch.rand(h, generator=g, dtype=torch.float64) - 0.5)
+            if self.decay_decades > 0.0 and h > 1:
+                # a model layer's heads: Mamba-2's A in [1, 16] and dt in [1e-3, 1e-1] span about 3.5
+                # decades of per-chunk decay, so one problem holds slow and fast heads side by side
+                steps = torch.arange(h, dtype=torch.float64) / (h - 1) - 0.5
+                spread = 10.0 ** (self.decay_decades * steps)
             A = -self.decay * spread / (self.chunk_size * dt_eff.mean(dim=(0, 1)).clamp_min(1e-6))
         dt_t = torch.float32 if self.dt_dtype == "float32" else dtype
         kwargs = dict(

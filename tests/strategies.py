@@ -66,8 +66,14 @@ def _menu(declared, menu):
 
 
 @st.composite
-def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None, regime: str | None = None):
+def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None, regime: str | None = None,
+                 dtype: str | None = None):
     """An SSDProblem that `info` declares it supports, sized for the CPU or the GPU.
+
+    regime="model" (with `dtype`): a model layer as it runs in training and inference: whole chunks,
+    no packed sequences, at least 8 heads whose per-chunk decays span three decades (about 0.1 to
+    200: where exp(cs) or exp(-cs), however an implementation rescales it, leaves float16's range,
+    2^64 and float32's), and on the GPU the benchmark's headdim 64 with dstate 64-256.
 
     regime="precision": where the oracle budget bites: a narrow dtype, the largest chunk and inner
     dimensions of the menu, little decay (every term of every sum counts) and dt near 1, so an error a
@@ -78,6 +84,9 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     if regime == "precision":
         return draw(ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen).flatmap(
             lambda p: _precision_regime(p, info, gpu)))
+    if regime == "model":
+        return draw(ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen).flatmap(
+            lambda p: _model_regime(p, info, gpu, dtype or p.dtype)))
     opts = info.options
     dtype = draw(st.sampled_from(sorted(info.dtypes)))
     chunk_size = draw(st.sampled_from(sorted(c for c in info.chunk_sizes if gpu or c <= 64) or
@@ -149,9 +158,21 @@ def _precision_regime(problem: SSDProblem, info, gpu: bool):
         st.sampled_from(narrow), st.sampled_from([0.0, 1e-2, 1e-1]), st.sampled_from([0.0, 1.0]))
 
 
+def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
+    chunk = problem.chunk_size
+    nheads = problem.nheads * -(-8 // problem.nheads)   # a multiple: ngroups and the kernel's multiple still divide it
+    dims = st.just((problem.headdim, problem.dstate))
+    if gpu:
+        dims = st.tuples(st.sampled_from(_menu(info.headdims, (64,))), st.sampled_from(_menu(info.dstates, (64, 128, 256))))
+    return st.builds(lambda pn, decay: problem.replace(
+        dtype=dtype, seqlen=chunk * max(2, -(-problem.seqlen // chunk)), seq_starts=(), varlen=False,
+        nheads=nheads, headdim=pn[0], dstate=pn[1], decay=decay, decay_decades=3.0),
+        dims, st.floats(2.0, 6.0))
+
+
 def tally(problem: SSDProblem) -> dict[str, bool]:
     """Features whose frequency a GPU report must show (each in at least 10% of examples)."""
     return {"seq_idx": problem.uses_seq_idx, "partial_last_chunk": problem.partial_last_chunk,
             "aligned_no_seq_idx": not problem.partial_last_chunk and not problem.uses_seq_idx,
-            "strong_decay": problem.decay >= 10.0, "ngroups>1": problem.ngroups > 1,
+            "strong_decay": problem.decay * 10 ** (problem.decay_decades / 2) >= 10.0, "ngroups>1": problem.ngroups > 1,
             "headdim!=dstate": problem.headdim != problem.dstate}
