@@ -123,3 +123,21 @@ def test_problem_round_trips_through_repr():
     assert parse_problem(repr(p)) == p
     with pytest.raises(ValueError, match="--ssd-problem"):
         parse_problem("__import__('os')")
+
+
+def test_decay_decades_spreads_only_A_across_heads():
+    """decay_decades log-spaces the heads' decays (the model-layer regime) and touches nothing else,
+    so the other inputs of a seed, and every problem that leaves it at 0, reproduce as before."""
+    base = SSDProblem(nheads=8, seqlen=128, decay=5.0, seed=3)
+    wide = base.replace(decay_decades=3.0)
+    assert parse_problem(repr(wide)) == wide
+    a, b = base.inputs(), wide.inputs()
+    for name in ("x", "dt", "B", "C"):
+        assert torch.equal(a[name], b[name]), name
+    # per head, |A| x mean dt x chunk_size is the per-chunk log-decay: decay x 10^(3 (k/7 - 1/2))
+    per_chunk = -b["A"].double() * b["dt"].double().mean(dim=(0, 1)) * wide.chunk_size
+    steps = torch.arange(8, dtype=torch.float64) / 7 - 0.5
+    assert torch.allclose(per_chunk, 5.0 * 10.0 ** (3.0 * steps), rtol=1e-5)
+    assert not torch.equal(a["A"], b["A"])
+    with pytest.raises(ValueError, match="SSDProblem.decay_decades: expected >= 0"):
+        SSDProblem(decay_decades=-1.0)

@@ -1,0 +1,23 @@
+"""The strategies draw what their docstrings promise (a regime that silently drifts stops testing)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.registry import lookup
+from tests.strategies import ssd_problems
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_model_regime_is_a_whole_chunk_layer_with_spread_decays(gpu, dtype, data):
+    info = lookup("cutile")
+    p = data.draw(ssd_problems(info, gpu=gpu, regime="model", dtype=dtype))
+    assert p.dtype == dtype and p.seqlen % p.chunk_size == 0 and p.seqlen >= 2 * p.chunk_size
+    assert not p.uses_seq_idx and p.nheads >= 8 and p.nheads % p.ngroups == 0
+    assert p.decay_decades == 3.0 and 2.0 <= p.decay <= 6.0
+    if gpu:
+        assert p.headdim == 64 and p.dstate in (64, 128, 256)
