@@ -9,6 +9,15 @@ import json
 import sys
 
 
+FEATURE_FLOOR = 0.10   # strategies.tally: each feature in at least 10% of a GPU gate's examples
+
+
+def thin_features(fraction: dict[str, float], floor: float = FEATURE_FLOOR) -> dict[str, float]:
+    """The tallied features fewer than `floor` of the examples had: code paths the run barely reached
+    (session 16: whole chunks without seq_idx at 6.8%, and two mutants of that path survived)."""
+    return {k: v for k, v in fraction.items() if v < floor}
+
+
 def main(path: str) -> None:
     r = json.load(open(path))
     meta = r["meta"]
@@ -40,6 +49,10 @@ def main(path: str) -> None:
     for impl, t in r["tallies"].items():
         fr = ", ".join(f"{k} {v:.1%}" for k, v in t["fraction"].items())
         print(f"- {impl}: {t['examples']} examples: {fr}")
+        thin = thin_features(t["fraction"])
+        if thin:
+            print(f"  - **under {FEATURE_FLOOR:.0%}** (barely reached): "
+                  + ", ".join(f"{k} {v:.1%}" for k, v in thin.items()))
     print("\nWorst error per output:\n")
     print("| impl | property | output | dtype | examples | max abs | worst share |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: |")
