@@ -312,9 +312,12 @@ class Runner:
             entry = {"status": "failed", "state_elem_bytes": state_elem, "chunks": {}}
             rec["impls"][impl] = entry
             for chunk in self.chunks(impl, info, shape):
-                if impl == "tilegym" and self.elapsed() + self.tilegym_estimate(shape, chunk) > self.budget_s:
-                    entry["chunks"][str(chunk)] = {"status": "skipped", "reason": "budget (TileGym tuning)"}
-                    log(f"  {impl} cs{chunk}: skipped, {self.elapsed():.0f}s of {self.budget_s:.0f}s used")
+                est = self.tilegym_estimate(shape, chunk) if impl == "tilegym" else 0.0
+                if impl == "tilegym" and self.elapsed() + est > self.budget_s:
+                    why = (f"budget: {self.elapsed():.0f} s of {self.budget_s:.0f} s used, TileGym's first call "
+                           f"here estimated at {est:.0f} s")
+                    entry["chunks"][str(chunk)] = {"status": "skipped", "reason": why}
+                    log(f"  {impl} cs{chunk}: skipped, {why}")
                     continue
                 r = entry["chunks"][str(chunk)] = {"status": "failed"}
                 try:
@@ -369,7 +372,7 @@ class Runner:
                                               self.doc["ceilings"].get("copy_GBps"),
                                               self.doc["ceilings"].get("matmul_TFLOPs")))
             elif entry["chunks"] and all(v.get("status") == "skipped" for v in entry["chunks"].values()):
-                entry["status"] = "skipped"
+                entry.update(status="skipped", reason=skipped_reason(entry["chunks"]))
             elif not entry["chunks"]:
                 entry.update(status="unsupported", reason="no chunk size of the group that it supports")
         base = rec["impls"].get(self.baseline, {})
@@ -411,6 +414,12 @@ class Runner:
         self.save()
 
 
+def skipped_reason(chunks: dict) -> str:
+    """Why an implementation has no result at a shape where every chunk size was skipped (session 16's
+    summary printed an empty reason: an 80 s group budget left TileGym no slot)."""
+    return "; ".join(dict.fromkeys(f"cs{c}: {v.get('reason', '?')}" for c, v in chunks.items()))
+
+
 def summary_table(doc: dict) -> str:
     lines = [f"{'shape':34} {'impl':9} {'cs':>3} {'ms':>9} {'x base':>6} {'TFLOP/s':>7} {'x floor':>7} "
              f"{'err f64':>8} {'ok':>3} {'first s':>7}"]
@@ -420,7 +429,7 @@ def summary_table(doc: dict) -> str:
             continue
         for impl, e in s["impls"].items():
             if e.get("status") != "ok":
-                lines.append(f"{s['id']:34} {impl:9} {e.get('status')}: {e.get('reason', '')[:60]}")
+                lines.append(f"{s['id']:34} {impl:9} {e.get('status')}: {e.get('reason', '')[:100]}")
                 continue
             sp = s.get("speedup", {}).get(impl)
             err = e["chunks"][str(e["best_chunk"])].get("err_f64_small", math.nan)

@@ -17,8 +17,8 @@
 #   TG_GROUPS              the TileGym groups (default "tg64 tg128 tg256"). A group's budget must leave
 #                          TileGym's slot room: below ~85 s it skips TileGym (session 15 at 60 s)
 # Output: $OUT/race.tar.gz (every group's JSON and log, stages, the merged tables and plot: one file,
-# since only 8 files come back from a lent GPU), $OUT/tuning.json and $OUT/summary.txt (the target
-# table and each step's exit status, also printed).
+# since only 8 files come back from a lent GPU; rewritten after each step), $OUT/tuning.json and
+# $OUT/summary.txt (the target table and each step's exit status, also printed).
 set -uo pipefail
 # every setting comes from the environment: any argument (--help too) prints the header and runs nothing
 if [ "$#" -gt 0 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
@@ -40,6 +40,9 @@ step() {   # step NAME LIMIT_S CMD...: run with a hard limit, log to work/NAME.l
   local name=$1 limit=$2; shift 2
   timeout "$limit" "$@" > "$OUT/work/$name.log" 2>&1
   echo "$name rc=$?" | tee -a "$SUMMARY"
+  # packed after every step: an outer limit that cuts the script still leaves what finished
+  # (session 16's call 3 lost two groups' JSONs, three folders deep, to a timeout)
+  tar czf "$OUT/race.tar.gz" -C "$OUT" work
 }
 N_GROUPS=${N_GROUPS-n64 n128 n256}
 for g in $N_GROUPS; do

@@ -335,3 +335,12 @@ def test_ncu_stages_profiles_each_stage_of_both_implementations_once_and_rejects
     assert "no shape of bench.stages matches" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert ncu_stages.main(["--only", "n64"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_a_skipped_implementation_says_why_in_the_summary():
+    # session 16, tg128 with --budget-s 80: "tilegym   skipped: " and no reason
+    chunks = {"64": {"status": "skipped", "reason": "budget: 64 s of 80 s used, TileGym's first call here estimated at 30 s"}}
+    reason = race.skipped_reason(chunks)
+    assert reason == "cs64: budget: 64 s of 80 s used, TileGym's first call here estimated at 30 s"
+    doc = {"shapes": [{"id": "b2-l32768-h32-p64-n128-g1", "impls": {"tilegym": {"status": "skipped", "reason": reason}}}]}
+    assert "skipped: cs64: budget: 64 s of 80 s" in race.summary_table(doc)

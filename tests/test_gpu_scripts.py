@@ -47,3 +47,23 @@ def test_the_race_script_packs_every_step_into_one_archive_without_a_gpu(tmp_pat
         logs = {Path(n).name for n in tar.getnames() if n.endswith(".log")}
         assert logs == {f"{s}.log" for s in steps}
         assert "needs a CUDA GPU" in tar.extractfile("work/n64.log").read().decode()
+
+
+def test_the_race_archive_keeps_the_finished_steps_when_a_limit_cuts_the_script(tmp_path):
+    """Session 16: an outer `timeout` cut gpu_race.sh in its third group and the finished groups'
+    JSONs, three folders deep, never came back. The archive is now rewritten after every step. A fake
+    python3 finishes the first step at once and hangs in the second; the cut leaves the first's log."""
+    root = Path(__file__).resolve().parents[1]
+    out, bin_dir = tmp_path / "out", tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text('#!/bin/bash\ncase "$*" in *n128*) exec sleep 6 ;; esac\necho "first step done"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "HOME": str(tmp_path), "PYTHONPATH": "/tmp/site",
+           "N_GROUPS": "n64 n128", "TG_GROUPS": "", "STAGES_S": "0"}
+    proc = subprocess.run(["timeout", "3", "bash", str(root / "scripts" / "gpu_race.sh")], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path, env=env)
+    assert proc.returncode == 124, proc.stdout + proc.stderr
+    with tarfile.open(out / "race.tar.gz") as tar:
+        assert tar.extractfile("work/n64.log").read().decode() == "first step done\n"
+    assert (out / "summary.txt").read_text().splitlines() == ["n64 rc=0"]
