@@ -312,8 +312,7 @@ class Runner:
             entry = {"status": "failed", "state_elem_bytes": state_elem, "chunks": {}}
             rec["impls"][impl] = entry
             for chunk in self.chunks(impl, info, shape):
-                est = self.tilegym_estimate(shape, chunk) if impl == "tilegym" else 0.0
-                if impl == "tilegym" and self.elapsed() + est > self.budget_s:
+                if impl == "tilegym" and self.elapsed() + (est := self.tilegym_estimate(shape, chunk)) > self.budget_s:
                     why = (f"budget: {self.elapsed():.0f} s of {self.budget_s:.0f} s used, TileGym's first call "
                            f"here estimated at {est:.0f} s")
                     entry["chunks"][str(chunk)] = {"status": "skipped", "reason": why}

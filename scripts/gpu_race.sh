@@ -60,4 +60,4 @@ if [ "$STAGES_S" -gt 0 ]; then
 fi
 step merge 60 python3 -m bench.merge "$OUT/work/race" --out "$OUT/work/merged"
 sed -n '/^## Target/,/^Moonshot/p' "$OUT/work/merged/bench.md" 2>/dev/null | tee -a "$SUMMARY"
-tar czf "$OUT/race.tar.gz" -C "$OUT" work && rm -rf "$OUT/work"
+[ -s "$OUT/race.tar.gz" ] && rm -rf "$OUT/work"   # the merge step packed it last
