@@ -193,10 +193,15 @@ def _cubin_resources():
 NCU_S14 = "reports/raw/2026-11-30-session14/call6/ncu-details.txt"   # Nsight Compute's text, session 14
 # session 15: the state kernels before the scan's FTZ and D changes (call 1), the scans after them (call 3)
 NCU_S15_STATE = "reports/raw/2026-11-30-session15/call1/ncu-details.txt"
-NCU_S15_SCAN = "reports/raw/2026-11-30-session15/call3/ncu-details.txt"
-# chunk_scan's constants added after that profile, as they read at its dstate-64 problems: FACT=0 (session
-# 16). The modeled symbol ends with them and, without them, is the recorded one (until a new profile).
-SCAN_CONSTANTS_SINCE_S15 = "_I0"
+# session 17: the table's chunk-64 scan at dstate 64 (FACT=0) and TileGym's, at 8x2K and 2x32K (xz-packed)
+NCU_S17_SCAN = "reports/raw/2026-12-01-session17/call4/plain-ncu-details.txt.xz"
+
+
+def _profile_text(rel: str) -> str:
+    import lzma
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / rel
+    return lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
 
 
 def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_specialization():
@@ -216,22 +221,18 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded():
     """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
     signature by the JIT's rule: the state and scan symbols at 8x2K and 2x32K n64, chunk 64, are the
-    ones Nsight Compute recorded there in session 15 (D passed as (h, 1), FTZ in the scan's constants).
-    It fails if the rule or the launcher's arguments drift from what the GPU ran."""
-    from pathlib import Path
+    ones Nsight Compute recorded there (state: session 15; scan: session 17, with D passed as (h, 1)
+    and FTZ, FACT in its constants). It fails if the rule or the launcher's arguments drift from what
+    the GPU ran."""
     cr = _cubin_resources()
-    root = Path(__file__).resolve().parent.parent
-    state_text, scan_text = ((root / f).read_text() for f in (NCU_S15_STATE, NCU_S15_SCAN))
+    state_text, scan_text = _profile_text(NCU_S15_STATE), _profile_text(NCU_S17_SCAN)
     for sid in ("b8-l2048-h32-p64-n64-g1", "b2-l32768-h32-p64-n64-g1"):
         syms = cr.launch_symbols(sid, 64)
         assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
         assert syms["chunk_state"] in state_text, syms["chunk_state"]
-        scan = syms["chunk_scan"]
-        assert scan.endswith(SCAN_CONSTANTS_SINCE_S15), scan
-        recorded = scan[:-len(SCAN_CONSTANTS_SINCE_S15)]
-        assert re.search(re.escape(recorded) + r"\b", scan_text), scan        # the whole symbol, not a prefix
+        assert re.search(re.escape(syms["chunk_scan"]) + r"\b", scan_text), syms["chunk_scan"]   # whole symbol
     other = cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"]   # other constants
-    assert not re.search(re.escape(other[:-len(SCAN_CONSTANTS_SINCE_S15)]) + r"\b", scan_text)
+    assert not re.search(re.escape(other) + r"\b", scan_text)
 
 
 @pytest.mark.compile
