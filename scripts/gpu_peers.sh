@@ -123,6 +123,10 @@ echo
 echo "== summary ($(( $(date +%s) - T0 ))s)"
 if [ -f "$OUT/peers/results.jsonl" ]; then
   python3 scripts/summarize_pytest.py "$OUT/peers/results.jsonl" | tee "$OUT/peers/summary.txt"
+  # an example that overran its share: the stall watchdog's report (test, problem, stacks)
+  for f in "$OUT"/peers/report.stall-*.txt; do
+    [ -f "$f" ] && { echo "stall report $f:"; grep -A2 "^ssdcheck stall:" "$f"; } | tee -a "$OUT/peers/summary.txt"
+  done
 fi
 if [ -f "$OUT/bench/$GROUP.json" ]; then
   python3 - "$OUT/bench/$GROUP.json" <<'EOF'

@@ -3,10 +3,10 @@
     python scripts/summarize_pytest.py results.jsonl [more.jsonl ...]
 
 One line per test: PASS / FAIL / ERROR / SKIP / XFAIL / INTERRUPTED (started, never finished: the
-run hit its time limit there), its time, the examples it evaluated and its worst share of the
-tolerance (the ssdcheck plugin's `ssd_examples` / `ssd_worst_share`, 1.0 = at the limit), and for
-failures the first error line and the one-line repro command the property suite notes
-(`--ssd-problem "SSDProblem(...)"`).
+run hit its time limit there; its time runs from its start to the log's last event), its time, the
+examples it evaluated and its worst share of the tolerance (the ssdcheck plugin's `ssd_examples` /
+`ssd_worst_share`, 1.0 = at the limit), and for failures the first error line and the one-line
+repro command the property suite notes (`--ssd-problem "SSDProblem(...)"`).
 """
 from __future__ import annotations
 
@@ -43,8 +43,11 @@ def _skip_reason(text: str) -> str:
 
 def summarize(records: list[dict]) -> tuple[list[dict], dict]:
     tests: dict[str, dict] = {}
+    last_t = max((r.get("t", 0.0) for r in records), default=0.0)
     for r in records:
         t = tests.setdefault(r["nodeid"], {"nodeid": r["nodeid"], "phases": {}, "duration": 0.0})
+        if r["event"] == "start":
+            t["start"] = r.get("t")
         if r["event"] == "report":
             t["phases"][r["when"]] = r
             t["duration"] += r.get("duration", 0.0)
@@ -59,6 +62,9 @@ def summarize(records: list[dict]) -> tuple[list[dict], dict]:
             outcome, detail = "ERROR", _first_error(setup["text"])
         elif call is None:
             outcome = "INTERRUPTED"
+            if t.get("start") is not None:   # how long it had run: a hang looks like a test that never ends
+                t["duration"] = last_t - t["start"]
+                detail = f"still running at the log's last event, {t['duration']:.0f} s after it started"
         elif call["outcome"] == "passed":
             outcome = "PASS"
         elif call["outcome"] == "skipped":

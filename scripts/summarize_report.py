@@ -30,6 +30,8 @@ def main(path: str) -> None:
     s = r["summary"]
     print(f"- tests: {s['tests']}; examples {s['examples']}; failing examples {s['failures']}; "
           f"worst share {s['worst_share']:.3g} at {s['worst']}\n")
+    for f in ((meta.get("fuzz") or {}).get("stall_reports") or []):   # the stall watchdog's files
+        print(f"- **stall**: an example overran its time share; where it waited: `{f}`\n")
     print("| impl | property | examples | failures | worst share of tolerance |")
     print("| --- | --- | ---: | ---: | ---: |")
     for p in r["properties"]:

@@ -58,6 +58,7 @@ class TimeBudget:
         self.calls = 0                     # examples started by the current test
         self.min_calls = 1                 # never cut before this many: the first replays the saved failure
         self.cut = 0                       # tests stopped by the budget
+        self.watchdog = None               # a stall.StallWatchdog told when each example starts and ends
 
     def start_item(self, now: float | None = None) -> float:
         """Deadline of the test starting now: the time left over the waves of tests still to run.
@@ -107,6 +108,12 @@ def wrap_inner_test(test_fn) -> bool:
             if budget.expired():
                 raise FuzzTimeUp()
             budget.calls += 1
+            if budget.watchdog is not None:
+                budget.watchdog.example_started()
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    budget.watchdog.example_finished()
         return inner(*args, **kwargs)
 
     budgeted._ssdcheck_budget = True

@@ -7,6 +7,7 @@
     --ssd-gate-metrics LIST        ... of max_abs,normwise,share (default max_abs,normwise)
     --ssd-repro-dir DIR            save each failing check as a replayable file
     --ssd-fuzz-seconds S           stop each Hypothesis run so the session takes about S seconds
+    --ssd-stall-seconds S          ... and report an example still running S s past its share (default 20)
     --ssd-progress PATH.json       live counters for `python -m ssdcheck_fuzz`
     --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
@@ -51,6 +52,9 @@ def pytest_addoption(parser):
                 help="save every failing property check as a reproducer file here")
     g.addoption("--ssd-fuzz-seconds", metavar="S", type=float, default=None,
                 help="time budget: stop each Hypothesis run so that the session takes about S seconds")
+    g.addoption("--ssd-stall-seconds", metavar="S", type=float, default=20.0,
+                help="with a time budget: report an example still running S seconds after its test's share "
+                     "ran out (stack and drawn problem to stderr and <report>.stall-<worker>.txt); 0: never")
     g.addoption("--ssd-fuzz-until", metavar="EPOCH", type=float, default=None,
                 help="time budget as an absolute time.time() deadline (used by python -m ssdcheck_fuzz)")
     g.addoption("--ssd-progress", metavar="PATH", default=None,
@@ -193,6 +197,8 @@ class SSDState:
         from properties.report import remove_sink
         remove_sink(self.sink)
         self.timer.unwatch()
+        if self.budget is not None and self.budget.watchdog is not None:
+            self.budget.watchdog.stop()
         fuzz_activate(None)
 
     # ------------------------------------------------------------------ session start
@@ -222,11 +228,36 @@ class SSDState:
                 counter = Path(tempfile.gettempdir()) / f"ssdcheck-started-{config.workerinput['testrunuid']}"
             self.budget = TimeBudget(until, workers=workers, counter=counter)
             fuzz_activate(self.budget)
+            self._start_watchdog(config)
         path = config.getoption("ssd_progress")
         if path and not _xdist_active(config):
             path = _resolve(config, f"{path}.{self.worker_id}" if self.worker_id else path)
             self.progress = Progress(path, budget=self.budget)
             self.progress.write(force=True)
+
+    def _stall_path(self, config, worker: str) -> Path | None:
+        report = config.getoption("ssd_report")
+        if not report:
+            return None
+        report = _resolve(config, report)
+        return report.with_name(f"{report.stem}.stall-{worker}.txt")
+
+    def _stall_files(self) -> list[str]:
+        path = self._stall_path(self.config, "*")
+        return sorted(str(p) for p in path.parent.glob(path.name)) if path is not None else []
+
+    def _start_watchdog(self, config) -> None:
+        if self.is_controller:
+            for old in self._stall_files():      # a stale file would be read as this run's
+                Path(old).unlink(missing_ok=True)
+        grace = config.getoption("ssd_stall_seconds")
+        if not grace or grace <= 0 or _xdist_active(config):   # the xdist controller runs no examples
+            return
+        from ssdcheck_plugin.stall import StallWatchdog
+        worker = self.worker_id or "main"
+        self.budget.watchdog = StallWatchdog(self.budget, grace_s=grace, path=self._stall_path(config, worker),
+                                             worker=worker)
+        self.budget.watchdog.start()
 
     def pytest_collection_finish(self, session):
         if self.budget is not None:
@@ -245,6 +276,8 @@ class SSDState:
         compile0 = (self.timer.compile_s, self.timer.tileiras_s)
         if self.budget is not None and _budgeted(item):
             self.budget.start_item()
+            if self.budget.watchdog is not None:
+                self.budget.watchdog.nodeid = item.nodeid
             wrap_inner_test(getattr(item, "obj", None))
         if self.progress is not None:
             self.progress.current = item.nodeid
@@ -370,7 +403,8 @@ class SSDState:
                        "cutile_compile": timer,
                        "run_s": round(call_s - timer.get("compile_s", 0.0), 3) if timer.get("measured") else None}
         m["fuzz"] = None if self.budget is None else {"deadline": self.budget.deadline,
-                                                      "tests_cut_by_budget": self.budget.cut + self.worker_cut}
+                                                      "tests_cut_by_budget": self.budget.cut + self.worker_cut,
+                                                      "stall_reports": self._stall_files()}
         examples, failures = self.aggregate.totals()
         worst, worst_key = self.aggregate.worst()
         data = self.aggregate.to_dict()
@@ -420,6 +454,12 @@ class SSDState:
                               f"(exit {gate_mod.EXIT_GATE} unless tests failed)", red=True)
             else:
                 tr.write_line("gate passed: no worst error grew beyond the allowed factor", green=True)
+        stalls = self._stall_files()
+        if stalls:
+            n = sum(Path(f).read_text().count("ssdcheck stall: ") for f in stalls)
+            tr.section("ssdcheck stalls", yellow=True)
+            tr.write_line(f"{n} example(s) overran their time share by more than "
+                          f"{config.getoption('ssd_stall_seconds'):g} s; where each waited: {', '.join(stalls)}")
         if self.report_path is not None:
             examples, failures = self.aggregate.totals()
             worst, key = self.aggregate.worst()

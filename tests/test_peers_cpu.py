@@ -214,8 +214,11 @@ def test_gpu_run_summary_names_each_outcome_and_the_repro():
         {"event": "start", "nodeid": "t.py::test_b[mamba-ssm]"},
         {"event": "report", "nodeid": "t.py::test_b[mamba-ssm]", "when": "setup", "outcome": "skipped", "duration": 0.0,
          "text": "('conftest.py', 90, 'Skipped: mamba-ssm needs a CUDA GPU')"},
-        {"event": "start", "nodeid": "t.py::test_c[tilegym]"},
-        {"event": "report", "nodeid": "t.py::test_c[tilegym]", "when": "setup", "outcome": "passed", "duration": 0.0, "text": ""},
+        {"event": "start", "nodeid": "t.py::test_c[tilegym]", "t": 100.0},
+        {"event": "report", "nodeid": "t.py::test_c[tilegym]", "when": "setup", "outcome": "passed", "duration": 0.0, "text": "",
+         "t": 100.5},
+        {"event": "report", "nodeid": "t.py::test_b[mamba-ssm]", "when": "teardown", "outcome": "passed", "duration": 0.0,
+         "text": "", "t": 612.0},
     ]
     rows, counts = summarize(recs)
     assert counts == {"FAIL": 1, "SKIP": 1, "INTERRUPTED": 1}
@@ -223,6 +226,8 @@ def test_gpu_run_summary_names_each_outcome_and_the_repro():
     assert fail["detail"] == "AssertionError: out not within budget: tilegym bfloat16 cs64"
     assert "--ssd-problem" in fail["repro"]
     assert rows[1]["detail"] == "mamba-ssm needs a CUDA GPU"
+    hung = rows[2]     # a test that never ends (session 17's TileGym run): how long it ran, not 0 s
+    assert hung["duration"] == pytest.approx(512.0) and "512 s after it started" in hung["detail"]
     assert "INTERRUPTED" in render(rows, counts)
 
 

@@ -359,6 +359,64 @@ def test_budget_stops_hypothesis_cleanly_and_only_while_active():
     assert len(calls) == 51
 
 
+def _check_from_another_thread(dog):
+    import threading
+    out = []
+    t = threading.Thread(target=lambda: out.append(dog.check()))   # as the watchdog's own thread does
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_stall_watchdog_names_the_overdue_example_its_problem_and_stack_once(tmp_path):
+    from ssdcheck_plugin.stall import StallWatchdog
+    now = [0.0]
+    budget = TimeBudget(deadline=10.0, items_total=1)
+    budget.start_item(now=0.0)                                    # share ends at t = 10
+    dog = StallWatchdog(budget, grace_s=5.0, path=tmp_path / "r.stall-gw3.txt", worker="gw3", clock=lambda: now[0])
+    dog.nodeid = "tests/test_properties.py::test_causality[x]"
+    problem = SSDProblem(batch=1, seqlen=7, nheads=2, headdim=4, dstate=4, ngroups=1, chunk_size=4, seed=11)
+    budget.calls = 3
+    now[0] = 8.0
+    dog.example_started()                                         # from this thread, with `problem` a local
+    now[0] = 14.9
+    assert _check_from_another_thread(dog) is None          # 4.9 s past the share: within the grace
+    now[0] = 15.0
+    text = _check_from_another_thread(dog)
+    assert text is not None and text.startswith(f"ssdcheck stall: {dog.nodeid} on gw3: example 3 has run 7 s")
+    assert f"problem: {problem!r}" in text
+    assert f"pytest '{dog.nodeid}' -p no:cacheprovider --ssd-problem \"{problem!r}\"" in text
+    assert "test_stall_watchdog_names_the_overdue_example" in text.split("(the stuck one)")[1]
+    assert (tmp_path / "r.stall-gw3.txt").read_text() == text + "\n"
+    now[0] = 60.0
+    assert _check_from_another_thread(dog) is None and dog.reports == 1               # once per example
+    dog.example_finished()
+    budget.failure_seen = True                                    # a failure shrinking past its share
+    dog.example_started()
+    assert _check_from_another_thread(dog) is None
+
+
+def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
+    """End to end: the first example sleeps 6 s against a 1 s budget; the watchdog writes its report
+    next to --ssd-report before the example returns, the test still passes, and the end of the run
+    names the file (under xdist a hung worker sends nothing back: the file is the only trace)."""
+    env = {**_env(), "SSDCHECK_TEST_HANG_S": "6"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
+                           "-q", f"{TESTS}::test_causality", "--impl", "tests.tooling_targets:hangs_once",
+                           "--ssd-fuzz-seconds", "1", "--ssd-stall-seconds", "2",
+                           "--ssd-report", str(tmp_path / "r.json")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "r.stall-main.txt").read_text()
+    assert "ssdcheck stall: tests/test_properties.py::test_causality[tests.tooling_targets:hangs_once] on main" in text
+    assert "problem: SSDProblem(" in text and "in hangs_once" in text and "time.sleep" in text
+    assert "1 example(s) overran their time share by more than 2 s" in proc.stdout, proc.stdout
+    assert _strict_json(tmp_path / "r.json")["meta"]["fuzz"]["stall_reports"] == [str(tmp_path / "r.stall-main.txt")]
+    summary = subprocess.run([sys.executable, "scripts/summarize_report.py", str(tmp_path / "r.json")], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    assert f"where it waited: `{tmp_path / 'r.stall-main.txt'}`" in summary
+
+
 # ---------------------------------------------------------------------------------------- GPUs, xdist
 
 class FakeCuda:

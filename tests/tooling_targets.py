@@ -4,6 +4,8 @@
 on the very first example (so the tooling tests do not depend on how fast the machine finds it),
 while prop_causality, which never looks at the last token, still passes. Used as
 `--impl tests.tooling_targets:broken_tail`.
+`hangs_once` is torch-ref whose first call in the process sleeps (an example that overruns its time
+share, for the stall watchdog).
 """
 from __future__ import annotations
 
@@ -34,3 +36,19 @@ def eroded(**kwargs):
 
 
 eroded.ssd_info = INFO.replace(name="eroded", stages=None, notes="torch-ref plus 4e-7 relative noise on y")
+
+
+_HUNG = []
+
+
+def hangs_once(**kwargs):
+    """torch-ref; the first call in the process sleeps $SSDCHECK_TEST_HANG_S seconds (default 6)."""
+    import os  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    if not _HUNG:
+        _HUNG.append(True)
+        time.sleep(float(os.environ.get("SSDCHECK_TEST_HANG_S", "6")))
+    return ssd_forward(**kwargs)
+
+
+hangs_once.ssd_info = INFO.replace(name="hangs-once", stages=None, notes="torch-ref, first call sleeps")

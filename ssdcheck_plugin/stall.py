@@ -1,0 +1,112 @@
+"""Say where an example hangs, while it hangs.
+
+The time budget (fuzzing.TimeBudget) stops a test only between examples, so an example that never
+returns (a wedged compile, a kernel that does not finish, a lock) runs until the job's own time limit
+kills pytest, and a killed xdist worker leaves no report: the H200 peers run of session 17 lost one
+test that way with no trace of where it waited. The watchdog is a daemon thread of each budgeted
+process. When the running example is still running `grace_s` after its test's share of the time ran
+out, it writes once per example: the test, how long the example has run, the drawn SSDProblem (found
+among the stuck thread's locals) and every thread's stack, to stderr and to `path` when given.
+It only reports; it never stops the example (stopping it could hide a real failure).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+
+def _problem_in(frame) -> object | None:
+    """The innermost SSDProblem among the locals of `frame` and its callers (None if none)."""
+    from properties.problem import SSDProblem
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, SSDProblem):
+                return value
+        frame = frame.f_back
+    return None
+
+
+def describe(thread_id: int, header: str, nodeid: str = "") -> str:
+    """`header`, the drawn problem of thread `thread_id` (and the command that re-runs it alone) and
+    every thread's stack, as text."""
+    frames = sys._current_frames()
+    lines = [header]
+    stuck = frames.get(thread_id)
+    problem = _problem_in(stuck) if stuck is not None else None
+    if problem is None:
+        lines.append("problem: (no SSDProblem among the locals)")
+    else:
+        lines.append(f"problem: {problem!r}")
+        lines.append(f"re-run it alone (with the run's --impl): pytest '{nodeid}' -p no:cacheprovider "
+                     f"--ssd-problem \"{problem!r}\"")
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in frames.items():
+        if ident == threading.get_ident():
+            continue   # the watchdog itself
+        lines.append(f"--- thread {names.get(ident, ident)}{' (the stuck one)' if ident == thread_id else ''}")
+        lines.extend(s.rstrip("\n") for s in traceback.format_stack(frame))
+    return "\n".join(lines) + "\n"
+
+
+class StallWatchdog:
+    """Watches one process's examples against its TimeBudget (fuzzing.py)."""
+
+    def __init__(self, budget, *, grace_s: float = 20.0, path: Path | None = None, worker: str = "main",
+                 poll_s: float = 1.0, clock=time.time):
+        self.budget = budget
+        self.grace_s = grace_s
+        self.path = path
+        self.worker = worker
+        self.poll_s = poll_s
+        self.clock = clock
+        self.nodeid = ""
+        self.reports = 0
+        self._example: tuple[int, float, int] | None = None   # (thread id, start time, example number)
+        self._reported: tuple[int, float, int] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # called by the budgeted example wrapper (fuzzing.wrap_inner_test)
+    def example_started(self) -> None:
+        self._example = (threading.get_ident(), self.clock(), self.budget.calls)
+
+    def example_finished(self) -> None:
+        self._example = None
+
+    def check(self) -> str | None:
+        """Write a stall report if the running example is overdue; the report's text, else None."""
+        ex = self._example
+        if ex is None or ex == self._reported or self.budget.failure_seen:
+            return None          # a failing test may shrink past its share: that is not a stall
+        now = self.clock()
+        overdue = now - max(self.budget.item_deadline, ex[1])
+        if overdue < self.grace_s:
+            return None
+        self._reported = ex
+        self.reports += 1
+        text = describe(ex[0], (f"ssdcheck stall: {self.nodeid} on {self.worker}: example {ex[2]} has run "
+                                f"{now - ex[1]:.0f} s, {overdue:.0f} s past the test's time share "
+                                f"(written {time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(now))}Z)"), self.nodeid)
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        if self.path is not None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a") as f:
+                    f.write(text + "\n")
+            except OSError:
+                pass
+        return text
+
+    def start(self) -> None:
+        def loop():
+            while not self._stop.wait(self.poll_s):
+                self.check()
+        self._thread = threading.Thread(target=loop, name="ssdcheck-stall-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
