@@ -101,8 +101,11 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     elif gpu:
         pairs = [(p, n) for p, n in GPU_DIM_PAIRS if (info.headdims is None or p in info.headdims)
                  and (info.dstates is None or n in info.dstates)]
-        headdim, dstate = draw(st.sampled_from(pairs)) if pairs else (
-            draw(st.sampled_from(_menu(info.headdims, GPU_HEADDIMS))), draw(st.sampled_from(_menu(info.dstates, GPU_DSTATES))))
+        if pairs:
+            headdim, dstate = draw(st.sampled_from(pairs))
+        else:
+            headdim = draw(st.sampled_from(_menu(info.headdims, GPU_HEADDIMS)))
+            dstate = draw(st.sampled_from(_menu(info.dstates, GPU_DSTATES)))
         # cuTile specializes a kernel on the divisibility of every shape and stride, so each new
         # (batch, nheads) pattern costs a compile: on the GPU they come from small menus (measured on
         # the H200: 637 tileiras runs for 2086 examples with free batch 1-4 and nheads 1-16).
@@ -160,10 +163,12 @@ def _precision_regime(problem: SSDProblem, info, gpu: bool):
 
 def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
     chunk = problem.chunk_size
-    nheads = problem.nheads * -(-8 // problem.nheads)   # a multiple: ngroups and the kernel's multiple still divide it
+    # a multiple of the drawn count: ngroups and the kernel's head multiple still divide it
+    nheads = problem.nheads * -(-8 // problem.nheads)
     dims = st.just((problem.headdim, problem.dstate))
     if gpu:
-        dims = st.tuples(st.sampled_from(_menu(info.headdims, (64,))), st.sampled_from(_menu(info.dstates, (64, 128, 256))))
+        dims = st.tuples(st.sampled_from(_menu(info.headdims, (64,))),
+                         st.sampled_from(_menu(info.dstates, (64, 128, 256))))
     return st.builds(lambda pn, decay: problem.replace(
         dtype=dtype, seqlen=chunk * max(2, -(-problem.seqlen // chunk)), seq_starts=(), varlen=False,
         nheads=nheads, headdim=pn[0], dstate=pn[1], decay=decay, decay_decades=3.0),
@@ -174,5 +179,5 @@ def tally(problem: SSDProblem) -> dict[str, bool]:
     """Features whose frequency a GPU report must show (each in at least 10% of examples)."""
     return {"seq_idx": problem.uses_seq_idx, "partial_last_chunk": problem.partial_last_chunk,
             "aligned_no_seq_idx": not problem.partial_last_chunk and not problem.uses_seq_idx,
-            "strong_decay": problem.decay * 10 ** (problem.decay_decades / 2) >= 10.0, "ngroups>1": problem.ngroups > 1,
-            "headdim!=dstate": problem.headdim != problem.dstate}
+            "strong_decay": problem.decay * 10 ** (problem.decay_decades / 2) >= 10.0,
+            "ngroups>1": problem.ngroups > 1, "headdim!=dstate": problem.headdim != problem.dstate}
