@@ -278,13 +278,13 @@ PENDING = Path(__file__).resolve().parent.parent / "kernels/cutile/pending"
 
 
 def _apply_in_order(patches, work) -> None:
-    """Copy the trees pending patches touch (kernels, their sweep candidates, their mutants) to `work`
-    and `git apply` the patches there one after the other, naming the first that fails."""
+    """Copy the trees pending patches touch (kernels, their sweep candidates, their mutants and tests)
+    to `work` and `git apply` the patches there one after the other, naming the first that fails."""
     import shutil
     import subprocess
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    for tree in ("kernels/cutile", "bench", "mutation"):
+    for tree in ("kernels/cutile", "bench", "mutation", "tests"):
         shutil.copytree(PENDING.parent.parent.parent / tree, work / tree,
                         ignore=shutil.ignore_patterns("__pycache__", "pending"))
     for p in patches:
