@@ -416,7 +416,7 @@ class Runner:
 def skipped_reason(chunks: dict) -> str:
     """Why an implementation has no result at a shape where every chunk size was skipped (session 16's
     summary printed an empty reason: an 80 s group budget left TileGym no slot)."""
-    return "; ".join(dict.fromkeys(f"cs{c}: {v.get('reason', '?')}" for c, v in chunks.items()))
+    return "; ".join(f"cs{c}: {v.get('reason', '?')}" for c, v in chunks.items())
 
 
 def summary_table(doc: dict) -> str:

@@ -131,6 +131,8 @@ class SSDProblem:
         if self.decay == 0.0:
             A = torch.zeros(h, dtype=torch.float64)
         else:
+            # drawn even when decay_decades replaces it: D, z and initial_states come later from the
+            # same generator, so a problem's other inputs do not depend on decay_decades
             spread = torch.exp(torch.rand(h, generator=g, dtype=torch.float64) - 0.5)
             if self.decay_decades > 0.0 and h > 1:
                 # a model layer's heads: Mamba-2's A in [1, 16] and dt in [1e-3, 1e-1] span about 3.5

@@ -216,6 +216,9 @@ class SSDState:
             settings.register_profile("fuzz+ssdcheck-db", parent=settings.get_profile("fuzz"),
                                       database=DirectoryBasedExampleDatabase(str(db)))
             settings.load_profile("fuzz+ssdcheck-db")
+        if self.is_controller:
+            for old in self._stall_files():      # an earlier run's file would be read as this run's
+                Path(old).unlink(missing_ok=True)
         until = config.getoption("ssd_fuzz_until")
         seconds = config.getoption("ssd_fuzz_seconds")
         if until is None and seconds is not None:
@@ -247,9 +250,6 @@ class SSDState:
         return sorted(str(p) for p in path.parent.glob(path.name)) if path is not None else []
 
     def _start_watchdog(self, config) -> None:
-        if self.is_controller:
-            for old in self._stall_files():      # a stale file would be read as this run's
-                Path(old).unlink(missing_ok=True)
         grace = config.getoption("ssd_stall_seconds")
         if not grace or grace <= 0 or _xdist_active(config):   # the xdist controller runs no examples
             return
