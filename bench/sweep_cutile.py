@@ -179,6 +179,17 @@ def scan_candidates(chunk: int, dstate: int):
         # is below 64 (the race's inputs: always): one multiply per score element instead of four ops
         yield (f"BL64-BN{bn}-FAST-FACT-occ3",
                scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=1, occupancy=3))
+        # session 17: HB2, two heads of a group per block sharing the C/B loads and the score tile
+        # (ncu: the scan waits on memory; a pair puts two x and two state tiles in flight per block)
+        for occ in (2, 3):
+            yield (f"BL64-BN{bn}-FAST-HB2-occ{occ}",
+                   scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64), HB=2,
+                               occupancy=occ))
+        # 8 worker warps: 80 registers and no frame at occupancy 2 (the JIT's specialization, CPU
+        # compile), where 4 take 128; perhaps a warpgroup per head
+        yield (f"BL64-BN{bn}-FAST-HB2-WW8-occ2",
+               scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64), HB=2,
+                           occupancy=2, worker_warps=8))
     elif chunk == 128:
         yield f"BL128-BN{bn}-FAST-occ1", scan_config(BL=128, BN=bn, FAST=128, occupancy=1)
     if chunk > 64:

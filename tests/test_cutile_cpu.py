@@ -205,6 +205,30 @@ def test_scan_grid_has_one_block_per_row_tile_and_head(monkeypatch, h, g):
     assert args[13] == h // g                           # heads_per_group, as the kernel takes it
 
 
+@pytest.mark.parametrize("h,g,pairs", [(8, 1, True), (8, 2, True), (6, 3, True), (6, 2, False), (6, 6, False)])
+def test_head_pairs_halve_the_scan_grid_only_where_a_pair_shares_its_group(monkeypatch, h, g, pairs):
+    """HB=2 (two heads of one group per block, sharing C and B) is a FAST path: the grid halves where
+    the heads per group are even; with an odd count, or off the FAST path, one head per block."""
+    seen = []
+    monkeypatch.setattr(launcher, "_launch", lambda grid, kfn, cfg, args, dev, stream=None: seen.append((grid, cfg)))
+    monkeypatch.setattr(launcher, "_kernels", lambda: type("K", (), {"chunk_scan_kernel": None}))
+    monkeypatch.setitem(launcher._OVERRIDE, "chunk_scan", dispatch.scan_config(BN=64, FAST=64, HB=2, occupancy=2))
+    b, p, n, chunk = 2, 64, 64, 64
+    for l, fast in ((256, True), (200, False)):
+        nchunks = -(-l // chunk)
+        x, B = torch.zeros(b, l, h, p), torch.zeros(b, l, g, n)
+        cs = torch.zeros(b, h, nchunks * chunk)
+        seen.clear()
+        launcher._run_scan(x, None, B, B, cs, cs, torch.zeros(b, nchunks, h, p, n), None, None, chunk)
+        [(grid, cfg)] = seen
+        hb = 2 if fast and pairs else 1
+        assert cfg.get("HB") == hb and cfg.get("FAST") == (64 if fast else 0), (l, str(cfg))
+        assert grid == (b * nchunks * h // hb, 1, 1)
+    with pytest.raises(ValueError, match="HB=2 needs FAST = BL"):     # pairs of whole chunks only
+        launcher._fast_config("chunk_scan", dispatch.scan_config(BL=64, FAST=128, HB=2),
+                              launcher._problem(torch.empty(1, 256, 4, 64), torch.empty(1, 256, 1, 64), 128, None))
+
+
 def test_fast_path_runs_only_on_aligned_problems_without_seq_idx():
     """FAST (whole chunks in unmasked tiles) is a promise the launcher makes to the kernel: any
     problem that breaks it must run the general path with the same tiles, never the unmasked one."""

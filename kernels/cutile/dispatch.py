@@ -83,12 +83,12 @@ def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLA
                   occupancy, worker_warps)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, BP=64, occupancy=3,
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, BP=64, occupancy=3,
                 worker_warps=None) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT), occupancy,
-                  worker_warps)
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT, HB=HB),
+                  occupancy, worker_warps)
 
 
 CONFIG_ENV = "SSDCHECK_CUTILE_CONFIG"
@@ -202,8 +202,9 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     ),
     "chunk_scan": (
         Rule(f"{_ALIGNED}, chunk 64, dstate <= 64", lambda p: _aligned_at(64)(p) and p.dstate <= 64,
-             scan_config(BL=64, BN=64, FAST=64, occupancy=3)),
-        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64), scan_config(BL=64, BN=128, FAST=64, LAT=4, FACT=1, occupancy=3)),
+             scan_config(BL=64, BN=64, FAST=64, HB=2, occupancy=2)),
+        Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
+             scan_config(BL=64, BN=128, FAST=64, LAT=4, FACT=1, HB=2, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128), scan_config(BL=64, BN=64, FAST=128, LAT=4, occupancy=3)),
         Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256), scan_config(BL=64, BN=64, FAST=256, LAT=4, occupancy=3)),
         Rule("dstate <= 64", lambda p: p.dstate <= 64, scan_config(BL=64, BN=64, occupancy=3)),

@@ -278,7 +278,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                       LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], HB: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -301,8 +301,14 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     element (by the column factor) and the row factor scales the finished row, instead of a subtract,
     an exp2 and two multiplies per element. The bound keeps both factors within 2^64, so nothing
     overflows fp32 (terms up to 2^64 |C.B x|); a chunk outside it (or with NaN/Inf) takes the plain path.
+    HB = 2 (FAST path, chunk = BL; the launcher's promise: heads per group even): each block computes
+    two heads of one group, whose C and B loads and score tile C B^T are the same: one score product
+    and one C/B load per pair, and twice the x and state loads in flight per block.
     """
-    if PERSIST == 0:
+    if HB == 2:
+        _scan_pair(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
+                   BL, BP, BN, LAT, FTZ, FACT)
+    elif PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                     seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
                     FTZ, FACT)
@@ -401,23 +407,8 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
                        latency=_lat(LAT)).reshape((BP, BN))
         yt = ct.mma(ct_k, ct.transpose(st_k.astype(Cm.dtype)), yt)
         scores = ct.mma(ct_k, ct.transpose(bt_k), scores)
+    yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, CH, FTZ, FACT)
     ftz = FTZ != 0
-    factored = False
-    # not for float16: its 5-bit exponent cannot hold the column factor 2^-cs_j (up to 2^64) in wd
-    if FACT != 0 and CH == BL and x.dtype != ct.float16:
-        factored = ct.max(ct.abs(cst), propagate_nan=True) < FACT_RANGE
-    if factored:
-        # y_i = 2^cs_i (C_i . S_in + sum_j<=i (C_i . B_j) (2^-cs_j dt_j) x_j)
-        row = ct.arange(BL, dtype=ct.int32)
-        wd = ct.where(row[:, None] >= row[None, :], scores * (ct.exp2(-cst, flush_to_zero=ftz) * dtt)[None, :], 0.0)
-        yt = ct.mma(wd.astype(x.dtype), xt, yt) * ct.exp2(cst)[:, None]
-    else:
-        yt = yt * ct.exp2(cst)[:, None]
-        tok = ct.arange(BL, dtype=ct.int32)
-        # select after the product: above the diagonal exp2 of a positive exponent may overflow
-        wd = ct.where(tok[:, None] >= tok[None, :],
-                      scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[None, :], 0.0)
-        yt = ct.mma(wd.astype(x.dtype), xt, yt)
     for j in range(m):
         jb = c * n_sub + j
         cbj = _scores(Cm, Bm, bi, blk, jb, grp, BL, BN, LAT)
@@ -427,6 +418,72 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
                      latency=_lat(LAT)).reshape((BL, BP))
         wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :], flush_to_zero=ftz) * dt_j[None, :]
         yt = ct.mma(wj.astype(x.dtype), xj, yt)
+    _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL, BP)
+
+
+@_relocatable
+def _chunk_diagonal(scores, yt, cst, dtt, xt, BL: ct.Constant[int], CH: ct.Constant[int],
+                    FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+    """y of a row tile from its own chunk's diagonal tile: yt (C_i . S_in, not yet decayed) decayed by
+    2^cs_i, plus the causal (C_i . B_j) 2^(cs_i - cs_j) dt_j x_j of the tile; factored where FACT allows."""
+    ftz = FTZ != 0
+    factored = False
+    # not for float16: its 5-bit exponent cannot hold the column factor 2^-cs_j (up to 2^64) in wd
+    if FACT != 0 and CH == BL and xt.dtype != ct.float16:
+        factored = ct.max(ct.abs(cst), propagate_nan=True) < FACT_RANGE
+    tok = ct.arange(BL, dtype=ct.int32)
+    causal = tok[:, None] >= tok[None, :]
+    if factored:
+        # y_i = 2^cs_i (C_i . S_in + sum_j<=i (C_i . B_j) (2^-cs_j dt_j) x_j)
+        wd = ct.where(causal, scores * (ct.exp2(-cst, flush_to_zero=ftz) * dtt)[None, :], 0.0)
+        yt = ct.mma(wd.astype(xt.dtype), xt, yt) * ct.exp2(cst)[:, None]
+    else:
+        yt = yt * ct.exp2(cst)[:, None]
+        # select after the product: above the diagonal exp2 of a positive exponent may overflow
+        wd = ct.where(causal, scores * ct.exp2(cst[:, None] - cst[None, :], flush_to_zero=ftz) * dtt[None, :], 0.0)
+        yt = ct.mma(wd.astype(xt.dtype), xt, yt)
+    return yt
+
+
+@_relocatable
+def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
+               BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
+               FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+    """_scan_chunk at chunk = BL for heads 2q and 2q + 1 of one group (HB = 2)."""
+    n_pt = ct.cdiv(x.shape[3], BP)
+    n_kt = ct.cdiv(Bm.shape[3], BN)
+    bi, c, m, ptile, q = _block_tile(pid, x.shape[2] // 2, n_pt, 1, nchunks)
+    h0 = 2 * q
+    h1 = h0 + 1
+    grp = h0 // heads_per_group
+    cs0 = ct.load(cs, (bi, h0, c), shape=(1, 1, BL)).reshape((BL,))
+    cs1 = ct.load(cs, (bi, h1, c), shape=(1, 1, BL)).reshape((BL,))
+    dt0 = ct.load(dtc, (bi, h0, c), shape=(1, 1, BL)).reshape((BL,))
+    dt1 = ct.load(dtc, (bi, h1, c), shape=(1, 1, BL)).reshape((BL,))
+    x0 = ct.load(x, (bi, c, h0, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
+    x1 = ct.load(x, (bi, c, h1, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
+    y0 = ct.zeros((BL, BP), ct.float32)
+    y1 = ct.zeros((BL, BP), ct.float32)
+    scores = ct.zeros((BL, BL), ct.float32)
+    for k in range(n_kt):
+        ck = ct.load(Cm, (bi, c, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
+        bk = ct.load(Bm, (bi, c, grp, k), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
+        s0 = ct.load(states, (bi, c, h0, ptile, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BP, BN))
+        s1 = ct.load(states, (bi, c, h1, ptile, k), shape=(1, 1, 1, BP, BN), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BP, BN))
+        y0 = ct.mma(ck, ct.transpose(s0.astype(Cm.dtype)), y0)
+        y1 = ct.mma(ck, ct.transpose(s1.astype(Cm.dtype)), y1)
+        scores = ct.mma(ck, ct.transpose(bk), scores)
+    y0 = _chunk_diagonal(scores, y0, cs0, dt0, x0, BL, BL, FTZ, FACT)
+    y1 = _chunk_diagonal(scores, y1, cs1, dt1, x1, BL, BL, FTZ, FACT)
+    _chunk_store(y0, x0, z, D, out, bi, c, h0, ptile, has_d, has_z, BL, BP)
+    _chunk_store(y1, x1, z, D, out, bi, c, h1, ptile, has_d, has_z, BL, BP)
+
+
+@_relocatable
+def _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL: ct.Constant[int], BP: ct.Constant[int]):
+    """The D skip and z gate of a finished row tile, then its store."""
     if has_d != 0:
         yt = yt + xt.astype(ct.float32) * _d_row(D, head, ptile, BP)
     if has_z != 0:

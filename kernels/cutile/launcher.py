@@ -209,10 +209,14 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
     if kernel == "chunk_scan":
         if fast % bl:
             raise ValueError(f"{kernel} Config {cfg}: FAST must be a multiple of BL")
+        if cfg.get("HB") != 1 and (cfg.get("HB") != 2 or fast != bl or cfg.get("PERSIST")):
+            raise ValueError(f"{kernel} Config {cfg}: HB=2 needs FAST = BL (one tile per chunk), no PERSIST")
     elif fast != bl:
         raise ValueError(f"{kernel} Config {cfg}: FAST must equal BL")
     if problem.aligned and fast == problem.chunk_size:
         return cfg
+    if kernel == "chunk_scan" and cfg.get("HB") != 1:
+        return cfg.replace(FAST=0, HB=1)    # the head pairs are a FAST path
     return cfg.replace(FAST=0)
 
 
@@ -246,8 +250,10 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
     out = torch.empty_like(x)
     prob = _problem(x, B, chunk_size, seq32)
     cfg = _launch_config("chunk_scan", prob)
+    if cfg.get("HB") == 2 and (h // g) % 2:
+        cfg = cfg.replace(HB=1)             # a pair shares its group's C and B: heads per group even
     bl = cfg.get("BL")
-    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h
+    tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h // cfg.get("HB")
     if cfg.get("PERSIST"):
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count
         tiles = min(tiles, sms * (cfg.occupancy or 1))
