@@ -167,6 +167,11 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # denormal fix-up, won at every point: 0.310 -> 0.301 (b2 l32768 n64), 0.357 -> 0.346 (n128), 0.0862 ->
 # 0.0834 (b8 l2048 n64), 0.538 -> 0.503 (b2 l16384 n256 g8), 1.106 -> 1.032 ms (b2 l65536 n64, chunk 256),
 # outputs bitwise equal. It is scan_config's default, so every row has it (the general path ignores it).
+# Session 18 (reports/raw/2026-12-01-session18/call1/): HB=2, two heads of one group per block sharing
+# the C/B loads and the score tile, at occupancy 2 beat the chunk-64 FAST rows everywhere measured, outputs
+# bitwise equal: 0.306 -> 0.283 (b2 l32768 n64), 0.358 -> 0.328 (n128), 0.0852 -> 0.0794 (b8 l2048
+# n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 but spills at n128 (0.516):
+# both rows keep 2. With odd heads per group the launcher falls back to HB=1 at the row's occupancy.
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
 
