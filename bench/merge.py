@@ -113,6 +113,10 @@ def target_pairs(docs: list[dict]) -> list[dict]:
                 pairs[rec["id"]] = {"id": rec["id"], "label": rec.get("label"), **rec["shape"], "group": doc["group"],
                                     "ms": a["ms"], "chunk": a.get("best_chunk"),
                                     "peer_ms": b["ms"], "peer_chunk": b.get("best_chunk"), "ratio": a["ms"] / b["ms"]}
+                if a.get("graph_ms") and b.get("graph_ms"):
+                    pairs[rec["id"]].update(graph_ms=a["graph_ms"], graph_chunk=a.get("graph_chunk"),
+                                            peer_graph_ms=b["graph_ms"], peer_graph_chunk=b.get("graph_chunk"),
+                                            graph_ratio=a["graph_ms"] / b["graph_ms"])
     return sorted(pairs.values(), key=lambda r: (r["dstate"], r["nheads"], r["ngroups"], r["seqlen"], r["batch"]))
 
 
@@ -128,6 +132,15 @@ def target_lines(docs: list[dict], rows: list[dict]) -> list[str]:
     for p in pairs:
         out.append(f"| {p['id']} | {p['group']} | {p['ms']:.3f} ({p['chunk']}) | {p['peer_ms']:.3f} ({p['peer_chunk']}) "
                    f"| {p['ratio']:.2f} | {'yes' if p['ratio'] <= 1.0 else '**no**'} |")
+    graphed = [p for p in pairs if "graph_ratio" in p]
+    if graphed:
+        out += ["", "The same pairs replayed from CUDA graphs (no host launches; each at its own best chunk): "
+                "where the eager ratio and this one differ, the host's launches decide the eager figure.", "",
+                f"| shape | {TARGET_IMPL} graph ms (cs) | {TARGET_PEER} graph ms (cs) | ratio (graph) | ratio (eager) |",
+                "|---|---|---|---|---|"]
+        for p in graphed:
+            out.append(f"| {p['id']} | {p['graph_ms']:.3f} ({p['graph_chunk']}) | {p['peer_graph_ms']:.3f} "
+                       f"({p['peer_graph_chunk']}) | {p['graph_ratio']:.2f} | {p['ratio']:.2f} |")
     moon = [r for r in rows if r["impl"] == TARGET_IMPL and r["seqlen"] >= MOONSHOT["min_seqlen"]
             and r["dstate"] <= MOONSHOT["max_dstate"] and r.get("floor_io_ms")]
     if moon:

@@ -154,6 +154,28 @@ def bench_ms(fn, device: str = "cuda") -> dict:
                 "timer": "cuda events (no triton)"}
 
 
+def graph_ms(fn, device: str = "cuda") -> dict:
+    """bench_ms of fn captured once in a CUDA graph and replayed: the kernels' time without the host's
+    Python and launches, what a model served with CUDA graphs pays. At 8x2K every implementation's host
+    time per forward (0.13-0.32 ms, session 18) is as long as its kernels, so the eager figure there
+    also measures the host; this one does not. Replays read the inputs the capture saw."""
+    if device != "cuda":
+        raise RuntimeError("CUDA graphs need a CUDA device")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):         # lazy initialization and allocations outside the capture
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    try:
+        return bench_ms(graph.replay, device)
+    finally:
+        del graph
+
+
 def host_ms(fn, device: str = "cuda", n: int = 20) -> float:
     """Host time per call with nothing waited for (argument checks, Python, launches): when it nears
     the measured time, the implementation is launch-bound at that shape, not GPU-bound."""
@@ -234,6 +256,7 @@ class Runner:
         self.infos, self.unavailable = {}, {}
         self.tuning = None                 # bench.tilegym_tuning.Tuning, when TileGym's choices are recorded
         self.tilegym_called = False        # TileGym ran once in this process (its configs are compiled)
+        self.graphs = False                # also time each forward replayed from a CUDA graph (--graphs)
         self.doc = {"schema": SCHEMA, "group": group.name, "note": group.note,
                     "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "complete": False, "aborted": None, "elapsed_s": 0.0, "budget_s": budget_s,
@@ -350,8 +373,16 @@ class Runner:
                     it = itertools.cycle(sets)
                     r.update(bench_ms(lambda: self.call(info, next(it), chunk), self.device))
                     r["host_ms"] = host_ms(lambda: self.call(info, next(it), chunk), self.device)
+                    if self.graphs:
+                        try:
+                            g = graph_ms(lambda: self.call(info, sets[0], chunk), self.device)
+                            r.update(graph_ms=g["ms"], graph_ms_p20=g["ms_p20"], graph_ms_p80=g["ms_p80"])
+                        except Exception as e:   # a capture that fails says why; the eager figure stands
+                            r["graph_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                     r["status"] = "ok"
-                    log(f"  {impl:9} cs{chunk:<3} {r['ms']:9.3f} ms  first call {r['first_call_s']:6.1f}s  "
+                    graph = (f"  graph {r['graph_ms']:.3f} ms" if "graph_ms" in r
+                             else f"  graph FAILED {r['graph_error']}" if "graph_error" in r else "")
+                    log(f"  {impl:9} cs{chunk:<3} {r['ms']:9.3f} ms{graph}  first call {r['first_call_s']:6.1f}s  "
                         f"err f64(small) {r['err_f64_small']:.2e}  vs {anchor_name} {r['err_vs_anchor']:.2e}"
                         f"{'' if r['ok'] else '  NOT OK'}")
                 except Exception as e:
@@ -367,6 +398,10 @@ class Runner:
                 entry.update(status="ok", best_chunk=int(best), ms=good[best]["ms"], ok=bool(good[best].get("ok")),
                              first_call_s=good[best]["first_call_s"], host_ms=good[best].get("host_ms"),
                              tuning=good[best].get("tuning"), tune_s=good[best].get("tune_s"))
+                graphed = {c: v for c, v in good.items() if "graph_ms" in v}
+                if graphed:     # its own best chunk: without the host, another chunk size may win
+                    gbest = min(graphed, key=lambda c: graphed[c]["graph_ms"])
+                    entry.update(graph_ms=graphed[gbest]["graph_ms"], graph_chunk=int(gbest))
                 entry.update(roofline.metrics(shape, int(best), entry["ms"], state_elem,
                                               self.doc["ceilings"].get("copy_GBps"),
                                               self.doc["ceilings"].get("matmul_TFLOPs")))
@@ -462,6 +497,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tilegym-tuning", default=None, metavar="FILE",
                     help="TileGym's recorded tuning choices (bench/tilegym_tuning.py): read if present, updated "
                          "after each new tuning, so a later run skips the 2-3 minutes per shape")
+    ap.add_argument("--graphs", action="store_true",
+                    help="also time each forward captured in a CUDA graph and replayed (graph_ms: no host launches)")
     ap.add_argument("--allow-untuned", action="store_true",
                     help="run even with TILEGYM_DISABLE_AUTOTUNE or MAMBA_DETERMINISTIC set (recorded in the JSON)")
     args = ap.parse_args(argv)
@@ -482,6 +519,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     runner = Runner(group, impls, os.path.join(args.out, f"{group.name}.json"), args.budget_s, args.seed,
                     _parse_chunks(args.chunks))
+    runner.graphs = args.graphs
     if args.tilegym_tuning and "tilegym" in impls:
         try:
             from bench import tilegym_tuning

@@ -16,6 +16,8 @@
 #                          the TileGym groups, the target table, in about half the time)
 #   TG_GROUPS              the TileGym groups (default "tg64 tg128 tg256"). A group's budget must leave
 #                          TileGym's slot room: below ~85 s it skips TileGym (session 15 at 60 s)
+#   GRAPHS=1               the TileGym groups also time each forward replayed from a CUDA graph
+#                          (bench.race --graphs: the kernels without the host's launches)
 # Output: $OUT/race.tar.gz (every group's JSON and log, stages, the merged tables and plot: one file,
 # since only 8 files come back from a lent GPU; rewritten after each step), $OUT/tuning.json and
 # $OUT/summary.txt (the target table and each step's exit status, also printed).
@@ -52,7 +54,7 @@ TG_GROUPS=${TG_GROUPS-tg64 tg128 tg256}
 for g in $TG_GROUPS; do
   # a shape TileGym must tune takes 2-3 min more than the budget: the limit leaves it room
   step "$g" $((TG_BUDGET_S + 200)) python3 -m bench.race --group "$g" --out "$OUT/work/race" \
-    --budget-s "$TG_BUDGET_S" --tilegym-tuning "$OUT/tuning.json"
+    --budget-s "$TG_BUDGET_S" --tilegym-tuning "$OUT/tuning.json" ${GRAPHS:+--graphs}
 done
 if [ "$STAGES_S" -gt 0 ]; then
   step stages "$STAGES_S" python3 -m bench.stages --out "$OUT/work/stages" --recorded-only \

@@ -100,6 +100,7 @@ def test_runner_on_cpu_writes_what_merge_reads(tmp_path):
     out = tmp_path / "cpu.json"
     runner = race.Runner(group, impls, str(out), budget_s=120, device="cpu", baseline="torch-ref",
                          ceilings={"copy_bytes": 2**20, "mm_n": 64})
+    runner.graphs = True             # no CUDA here: each chunk says why it has no graph figure
     runner.run(shapes)
     doc = json.loads(out.read_text())
     assert doc["schema"] == race.SCHEMA and doc["complete"] and doc["aborted"] is None
@@ -110,6 +111,7 @@ def test_runner_on_cpu_writes_what_merge_reads(tmp_path):
     assert ref["status"] == "ok" and ref["best_chunk"] == 64 and ref["ok"]
     c = ref["chunks"]["64"]
     assert c["err_f64_small"] < 1e-4 and c["err_vs_anchor"] == 0.0 and c["ms"] > 0
+    assert "graph_ms" not in c and "need a CUDA device" in c["graph_error"] and "graph_ms" not in ref
     assert rec["impls"]["no.such.module:fn"]["status"] == "unavailable"
     assert rec["speedup"]["torch-ref"] == 1.0 and "kernels.torch_ref:INFO" in rec["speedup"]
     assert rec["input_sets"] > 1                                   # tiny inputs: rotated sets
@@ -193,6 +195,21 @@ def test_target_compares_cutile_with_tilegym_timed_in_the_same_run():
     assert "Moonshot" in text and "1 of 1 shapes" in text             # s2: 0.1 ms is under 2x its I/O floor
     failed = _doc("tg64", "2026-11-30T04:00:00+00:00", [(s2, {"tilegym": 0.5, "cutile": 0.1}, False)])
     assert merge.target_pairs([failed]) == []                       # a failed check never counts as met
+
+
+def test_target_shows_graph_replays_beside_the_eager_ratio():
+    s1 = Shape(8, 2048, 32, 128, 1)
+    doc = _doc("tg128", "2026-12-01T01:00:00+00:00", [(s1, {"mamba-ssm": 0.6, "tilegym": 0.17, "cutile": 0.22}, True)])
+    rows, _, _ = merge.merge([doc])
+    assert "replayed from CUDA graphs" not in "\n".join(merge.target_lines([doc], rows))   # no graph figures
+    impls = doc["shapes"][0]["impls"]
+    impls["cutile"].update(graph_ms=0.15, graph_chunk=64)
+    impls["tilegym"].update(graph_ms=0.16, graph_chunk=64)
+    text = "\n".join(merge.target_lines([doc], rows))
+    assert "Met at 0 of 1 shapes" in text                           # the target stays on the eager figure
+    assert f"| {s1.id} | 0.150 (64) | 0.160 (64) | 0.94 | 1.29 |" in text
+    impls["tilegym"].pop("graph_ms")                                # one side without: no graph row
+    assert "replayed from CUDA graphs" not in "\n".join(merge.target_lines([doc], rows))
 
 
 def test_merge_without_results_fails_clearly(tmp_path, capsys):
