@@ -6,7 +6,9 @@ aligned problems without seq_idx (seqlen % chunk == 0),
 6.8% of the general tests' GPU draws in session 16's gate, and every draw of
 test_matches_oracle_model_layer; every other problem runs the general path. A surviving mutant here
 means the suite draws too few FAST problems or checks them too loosely (the fc_fact guard mutants
-survived until the model-layer test).
+survived until the model-layer test; fl_pairs_across_groups until the GPU draws had 6 heads). Which
+dispatch row a draw reaches is checked on the CPU (tests/test_strategies.py: every row in at least 1%
+of some regime's draws).
 Running them needs a GPU: `python -m mutation.run --catalog cutile_fast --budget-s 300`.
 """
 from __future__ import annotations
@@ -42,6 +44,20 @@ MUTANTS = (
        "every head reads group 0's B (ngroups > 1 broken)",
        "    grp = head // heads_per_group\n    # SWAP",
        "    grp = 0 * head\n    # SWAP"),
+    # SWAP=1 (the chunk-128/256 state rows for >= 264 blocks: the GPU draws reach them only through the
+    # model layer's wide half, batch 8 x 32-36 heads, since session 18)
+    _m("fs_swap_tiles_unswapped", "layout",
+       "SWAP stores the transposed state at the untransposed tile coordinates (wrong once dstate > BN)",
+       "at = (ntile, ptile) if SWAP != 0 else (ptile, ntile)",
+       "at = (ptile, ntile)"),
+    _m("fs_swap_states_untransposed", "layout",
+       "SWAP's per-chunk states stored without the transpose (the scan reads the state with p and n swapped)",
+       "perm5 = (0, 1, 2, 4, 3) if SWAP != 0 else (0, 1, 2, 3, 4)",
+       "perm5 = (0, 1, 2, 3, 4)"),
+    _m("fs_swap_final_untransposed", "state",
+       "SWAP's final state stored without the transpose (final_states wrong, y right)",
+       "carried.reshape((1, 1, rows, cols)), order=perm4, latency=_lat(SLAT))",
+       "carried.reshape((1, 1, rows, cols)), order=(0, 1, 2, 3), latency=_lat(SLAT))"),
     # ------------------------------------------------------------------ _scan_chunk
     _m("fc_state_not_decayed", "state",
        "C . S_in not decayed to the row's position",

@@ -71,9 +71,10 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     """An SSDProblem that `info` declares it supports, sized for the CPU or the GPU.
 
     regime="model" (with `dtype`): a model layer as it runs in training and inference: whole chunks,
-    no packed sequences, at least 8 heads whose per-chunk decays span three decades (about 0.1 to
+    no packed sequences, at least 6 heads whose per-chunk decays span three decades (about 0.1 to
     200: where exp(cs) or exp(-cs), however an implementation rescales it, leaves float16's range,
-    2^64 and float32's), and on the GPU the benchmark's headdim 64 with dstate 64-256.
+    2^64 and float32's), and on the GPU the benchmark's headdim 64 with dstate 64-256, half of the
+    layers at batch 8 with 32-36 heads (a grid that fills the GPU) and 2-4 chunks.
 
     regime="precision": where the oracle budget bites: a narrow dtype, the largest chunk and inner
     dimensions of the menu, little decay (every term of every sum counts) and dt near 1, so an error a
@@ -169,14 +170,22 @@ def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
     # at least 6 heads, a multiple of the drawn count: ngroups and the kernel's head multiple still
     # divide it, and 2 or 6 drawn heads keep an odd number of heads per group (6 = 2 x 3)
     nheads = problem.nheads * -(-6 // problem.nheads)
+    nchunks = max(2, -(-problem.seqlen // chunk))
+    layer = st.just((problem.batch, nheads, nchunks))   # (batch, nheads, chunks)
     dims = st.just((problem.headdim, problem.dstate))
     if gpu:
         dims = st.tuples(st.sampled_from(_menu(info.headdims, (64,))),
                          st.sampled_from(_menu(info.dstates, (64, 128, 256))))
-    return st.builds(lambda pn, decay: problem.replace(
-        dtype=dtype, seqlen=chunk * max(2, -(-problem.seqlen // chunk)), seq_starts=(), varlen=False,
-        nheads=nheads, headdim=pn[0], dstate=pn[1], decay=decay, decay_decades=3.0),
-        dims, st.floats(2.0, 6.0))
+        # Half the layers at a production width: batch 8 and 32-36 heads fill the GPU, and kernels
+        # choose other tiles for such grids (cuTile's state rows for >= 264 blocks, SWAP at chunk
+        # 128/256), which the narrow draws reach in 0.1-0.2% of examples. Up to 4 chunks keep the
+        # float64 reference small.
+        wide = st.just((8, problem.nheads * -(-32 // problem.nheads), min(4, nchunks)))
+        layer = st.one_of(layer, wide)
+    return st.builds(lambda bhc, pn, decay: problem.replace(
+        dtype=dtype, batch=bhc[0], seqlen=chunk * bhc[2], seq_starts=(), varlen=False,
+        nheads=bhc[1], headdim=pn[0], dstate=pn[1], decay=decay, decay_decades=3.0),
+        layer, dims, st.floats(2.0, 6.0))
 
 
 def tally(problem: SSDProblem) -> dict[str, bool]:

@@ -42,9 +42,9 @@ def test_matches_oracle(impl, data, ieee_reference_math):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])   # narrowest range first
 @given(data=st.data())
 def test_matches_oracle_model_layer(impl, dtype, data, ieee_reference_math):
-    """prop_matches_oracle on a model layer (whole chunks, no packing, head decays over three decades),
-    one test per dtype: each dtype has its own range, and a bug at one must not wait for the draws
-    of the others."""
+    """prop_matches_oracle on a model layer (whole chunks, no packing, head decays over three decades;
+    on the GPU half of them batch 8 x 32-36 heads, a grid that fills it), one test per dtype: each dtype
+    has its own range, and a bug at one must not wait for the draws of the others."""
     if dtype not in impl.dtypes:
         pytest.skip(f"{impl.name} does not declare {dtype}")
     check("prop_matches_oracle", impl, data, regime="model", dtype=dtype)

@@ -38,3 +38,42 @@ def test_gpu_draws_reach_odd_heads_per_group_with_an_even_head_count(regime):
                  lambda p: p.nheads % 2 == 0 and p.nheads // p.ngroups == per_group,
                  settings=settings(max_examples=500, derandomize=True, database=None))
         assert p.nheads // p.ngroups == per_group
+
+
+def _cutile_rows(p) -> list[tuple[str, int]]:
+    """(kernel, row of kernels.cutile.dispatch.TABLE) that cuTile's launcher chooses for p (shapes
+    only: meta tensors, no GPU)."""
+    import torch
+    from kernels.cutile import dispatch, launcher
+    dt = getattr(torch, p.dtype)
+    x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=dt)
+    B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=dt)
+    prob = launcher._problem(x, B, p.chunk_size, True if p.uses_seq_idx else None)
+    return [(k, next(i for i, r in enumerate(dispatch.TABLE[k]) if r.test(prob)))
+            for k in ("chunk_state", "chunk_scan")]
+
+
+def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
+    """Each row of the table runs other constants (tiles, latency hints, SWAP, head pairs): a row the
+    GPU draws reach in under 1% of one regime's examples is one a 200-example gate hardly tests (session
+    18: the chunk_state rows for >= 264 blocks, which the benchmark's shapes run, were at 0-0.2%)."""
+    from collections import Counter
+    from kernels.cutile import dispatch
+    info = lookup("cutile")
+    n = 600
+    counts = {}
+    for regime in (None, "model", "precision"):
+        seen = counts[regime] = Counter()
+
+        @settings(max_examples=n, derandomize=True, database=None, deadline=None)
+        @given(data=st.data())
+        def draw(data):
+            kw = {"regime": regime, "dtype": "bfloat16"} if regime == "model" else {"regime": regime}
+            seen.update(_cutile_rows(data.draw(ssd_problems(info, gpu=True, **kw))))
+
+        draw()
+    for kernel in ("chunk_state", "chunk_scan"):
+        for i, rule in enumerate(dispatch.TABLE[kernel]):
+            best = max(c[(kernel, i)] for c in counts.values())
+            assert best >= 0.01 * n, (f"{kernel} row {i} ({rule.when}) chosen by {best} of {n} draws at most "
+                                      f"(per regime: { {r: c[(kernel, i)] for r, c in counts.items()} })")
