@@ -232,7 +232,7 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
             "- **TFLOP/s**: the chunked algorithm's matrix products (dense tiles, at the row's chunk size: "
             "h·(4Lpn + 2L²p) + g·2L²n per chunk) over the time; % of the bf16 matmul rate measured in the same run.",
             "- **err f64 (small)**: normwise relative error against ssdcheck's float64 chunked oracle on a downscaled "
-            "copy of the inputs (batch 1, first 1024 tokens; TileGym with autotune off there). **err vs mamba**: "
+            "copy of the inputs (the whole batch, first 1024 tokens; TileGym with autotune off there). **err vs mamba**: "
             "normwise relative difference from mamba_ssm's output on the full inputs (the tuned configs). "
             "ok: err f64 ≤ 2e-2 (bf16) and err vs mamba ≤ 5e-2.",
             "- **host ms**: host time per call when nothing is waited for (argument checks, Python, launches); "

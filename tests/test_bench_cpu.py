@@ -72,6 +72,32 @@ def test_the_grid_covers_the_issue_and_the_groups_cover_the_grid():
     assert all(c in CHUNKS for name in ORDER for impl in GROUPS[name].impls for c in GROUPS[name].chunks_for(impl))
 
 
+def test_the_float64_check_runs_the_dispatch_rows_that_are_timed():
+    """The race checks each implementation against float64 on a downscaled copy: shortening the
+    sequence must leave cuTile's dispatch choices as they are at full size (they look at batch x
+    heads, dstate, the chunk and alignment), or the check verifies other tiles than the timing runs."""
+    from kernels.cutile import dispatch, launcher
+    for shape in grid():
+        full = make_meta(shape, shape.seqlen)
+        small = race.downscale(full)
+        assert small["x"].shape[0] == shape.batch and small["x"].shape[1] == min(shape.seqlen, race.SMALL_SEQLEN)
+        for chunk in CHUNKS:
+            a = launcher._problem(full["x"], full["B"], chunk, None)
+            b = launcher._problem(small["x"], small["B"], chunk, None)
+            for kernel in ("chunk_state", "chunk_scan"):
+                assert dispatch.choose(kernel, a) == dispatch.choose(kernel, b), (shape.id, chunk, kernel)
+
+
+def make_meta(shape, seqlen):
+    """The race's inputs as meta tensors (shapes and dtypes only)."""
+    dt = race.TORCH_DTYPES[shape.dtype]
+    b, h, g = shape.batch, shape.nheads, shape.ngroups
+    return {"x": torch.empty(b, seqlen, h, shape.headdim, device="meta", dtype=dt),
+            "dt": torch.empty(b, seqlen, h, device="meta"),
+            "B": torch.empty(b, seqlen, g, shape.dstate, device="meta", dtype=dt),
+            "C": torch.empty(b, seqlen, g, shape.dstate, device="meta", dtype=dt)}
+
+
 def test_every_shape_is_larger_than_l2():
     for s in grid():
         assert s.batch * s.seqlen * s.nheads * s.headdim * 2 > 50 * 2**20, s.id
