@@ -185,6 +185,13 @@ def scan_candidates(chunk: int, dstate: int):
             yield (f"BL64-BN{bn}-FAST-HB2-occ{occ}",
                    scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64), HB=2,
                                occupancy=occ))
+        # session 18: HB2 over half the headdim (BP32), twice the blocks. At 8x2K the HB2 grid is 4096
+        # blocks, 15.5 waves of 264 at occupancy 2: the half-empty last wave is about the 2-3 us the
+        # scan trails TileGym's by. 31 waves leave less idle, for a score tile computed twice per pair
+        for occ in (2, 3):
+            yield (f"BL64-BN{bn}-BP32-FAST-HB2-occ{occ}",
+                   scan_config(BL=64, BN=bn, BP=32, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64),
+                               HB=2, occupancy=occ))
         # 8 worker warps: 80 registers and no frame at occupancy 2 (the JIT's specialization, CPU
         # compile), where 4 take 128; perhaps a warpgroup per head
         yield (f"BL64-BN{bn}-FAST-HB2-WW8-occ2",

@@ -170,7 +170,8 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # Session 18 (reports/raw/2026-12-01-session18/call1/): HB=2, two heads of one group per block sharing
 # the C/B loads and the score tile, at occupancy 2 beat the chunk-64 FAST rows everywhere measured, outputs
 # bitwise equal: 0.306 -> 0.283 (b2 l32768 n64), 0.358 -> 0.328 (n128), 0.0852 -> 0.0794 (b8 l2048
-# n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 but spills at n128 (0.516):
+# n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 (a 104 B frame) and 0.516 at
+# n128 (214 KB of shared memory per block: one block per SM):
 # both rows keep 2. With odd heads per group the launcher falls back to HB=1 at the row's occupancy.
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
