@@ -192,6 +192,12 @@ def scan_candidates(chunk: int, dstate: int):
             yield (f"BL64-BN{bn}-BP32-FAST-HB2-occ{occ}",
                    scan_config(BL=64, BN=bn, BP=32, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64),
                                HB=2, occupancy=occ))
+        # session 18: latency hints on the pair's loads (the scan waits on memory; LAT 3-6 lost with one
+        # head per block in session 15, at 80 registers and occupancy 3, not at HB2's 128 and 2)
+        if bn == 64:
+            for lat in (2, 4, 6):
+                yield (f"BL64-BN64-LAT{lat}-FAST-HB2-occ2",
+                       scan_config(BL=64, BN=64, LAT=lat, FAST=64, HB=2, occupancy=2))
         # 8 worker warps: 80 registers and no frame at occupancy 2 (the JIT's specialization, CPU
         # compile), where 4 take 128; perhaps a warpgroup per head
         yield (f"BL64-BN{bn}-FAST-HB2-WW8-occ2",
