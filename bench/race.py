@@ -173,10 +173,7 @@ def graph_ms(fn, device: str = "cuda") -> dict:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    try:
-        return bench_ms(graph.replay, device)
-    finally:
-        del graph
+    return bench_ms(graph.replay, device)
 
 
 def host_ms(fn, device: str = "cuda", n: int = 20) -> float:
