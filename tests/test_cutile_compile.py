@@ -195,7 +195,7 @@ NCU_S14 = "reports/raw/2026-11-30-session14/call6/ncu-details.txt"   # Nsight Co
 NCU_S15_STATE = "reports/raw/2026-11-30-session15/call1/ncu-details.txt"
 # session 17: the table's chunk-64 scan at dstate 64 (FACT=0) and TileGym's, at 8x2K and 2x32K (xz-packed)
 NCU_S17_SCAN = "reports/raw/2026-12-01-session17/call4/plain-ncu-details.txt.xz"
-# chunk_scan's constants added after that profile, as the table sets them: HB (pending patch 0003),
+# chunk_scan's constants added after that profile, as the table sets them: HB (landed in session 18),
 # 2 on the chunk-64 rows, 1 elsewhere. The modeled symbol ends with them and, without them, is the
 # recorded one (until a new profile).
 SCAN_CONSTANTS_SINCE_S17 = "_I2"
