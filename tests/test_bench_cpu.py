@@ -387,3 +387,29 @@ def test_a_skipped_implementation_says_why_in_the_summary():
     assert reason == "cs64: budget: 64 s of 80 s used, TileGym's first call here estimated at 30 s"
     doc = {"shapes": [{"id": "b2-l32768-h32-p64-n128-g1", "impls": {"tilegym": {"status": "skipped", "reason": reason}}}]}
     assert "skipped: cs64: budget: 64 s of 80 s" in race.summary_table(doc)
+
+
+def test_ab_row_changes_only_the_named_constants_of_the_row_the_shape_runs():
+    """bench.ab_row's B side is the table's row for that shape and chunk with the --set constants
+    replaced, keyed KERNEL@CHUNK so no other chunk size moves; a constant the row lacks, or a bad
+    --set, is an error before any GPU work."""
+    from bench import ab_row
+    from bench.sweep_cutile import race_shape
+    from kernels.cutile import dispatch
+    assert ab_row.parse_set(["chunk_state:DTP=0", "chunk_scan:LAT=2,HB=1"]) == {
+        "chunk_state": {"DTP": 0}, "chunk_scan": {"LAT": 2, "HB": 1}}
+    for bad in ("chunk_state", "chunk_state:DTP", "chunk_state:DTP=x"):
+        with pytest.raises(ValueError, match="--set"):
+            ab_row.parse_set([bad])
+    many, _ = race_shape("b8-l2048-h32-p64-n64-g1")       # 512 state blocks: the many-block row
+    few, _ = race_shape("b2-l32768-h32-p64-n64-g1")       # 128: the few-block row
+    for shape, lat in ((many, 4), (few, 6)):
+        [(key, cfg)] = ab_row.variant(shape, 64, {"chunk_state": {"DTP": 0}}).items()
+        row = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64,
+                                                              shape.batch * shape.nheads, aligned=True))
+        assert key == "chunk_state@64" and cfg == row.replace(DTP=0) and row.get("DTP") == 1
+        assert cfg.get("LAT") == lat
+    with pytest.raises(KeyError, match="NOPE"):
+        ab_row.variant(many, 64, {"chunk_state": {"NOPE": 1}})
+    with pytest.raises(SystemExit):
+        ab_row.main(["--shape", "b8-l2048-h32-p64-n64-g1@64", "--set", "chunk_state:NOPE=1"])

@@ -1,0 +1,134 @@
+"""A/B one change to the dispatch row a shape runs: the whole forward, table against table-with-the-change.
+
+    python -m bench.ab_row --shape b8-l2048-h32-p64-n64-g1@64 --set chunk_state:DTP=0 --out $OUT/ab
+
+The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work between kernels (DTP
+moves chunk_cumsum into chunk_state) or that matters through launch count needs the forward. For each
+shape and chunk: A is the dispatch table, B is the row the table chooses there with the named
+constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched). Both run on
+the same inputs (bench.race.make_inputs); B's output is compared with A's (normwise) before timing.
+Then A and B are timed alternately, `--rounds` times each, eagerly and replayed from a CUDA graph
+(bench.race.bench_ms / graph_ms: medians of CUDA events), so drift between them hits both; the figure
+per side is the median over rounds. Writes ab.json to --out and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+
+def parse_set(specs: list[str]) -> dict[str, dict[str, int]]:
+    """['chunk_state:DTP=0,LAT=2', ...] -> {'chunk_state': {'DTP': 0, 'LAT': 2}}."""
+    out: dict[str, dict[str, int]] = {}
+    for spec in specs:
+        kernel, _, body = spec.partition(":")
+        try:
+            values = {k.strip(): int(v) for k, v in (item.split("=") for item in body.split(",") if item.strip())}
+        except ValueError:
+            raise ValueError(f"--set: expected KERNEL:NAME=INT[,NAME=INT], got {spec!r}") from None
+        if not values:
+            raise ValueError(f"--set: {spec!r} names no constant")
+        out.setdefault(kernel.strip(), {}).update(values)
+    return out
+
+
+def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, object]:
+    """{KERNEL@CHUNK: the table's row for this shape with `changes` applied}: the override B runs with.
+    Raises KeyError naming a constant the row does not have."""
+    import torch
+
+    from kernels.cutile import dispatch, launcher
+    dtype = getattr(torch, shape.dtype)
+    x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
+    B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
+    prob = launcher._problem(x, B, chunk, None)
+    return {f"{kernel}@{chunk}": dispatch.choose(kernel, prob).replace(**values) for kernel, values in changes.items()}
+
+
+def run(shapes, changes, rounds: int, out: Path, log=print) -> dict:
+    import torch
+
+    from bench.race import bench_ms, environment, graph_ms, make_inputs, rel_err
+    from kernels.cutile import launcher, ssd_forward
+    doc = {"schema": "ssdcheck-ab-row/1", "env": environment(), "set": changes, "rounds": rounds, "rows": []}
+    for shape, chunks in shapes:
+        kw = make_inputs(shape, 0)
+        for chunk in chunks:
+            override = variant(shape, chunk, changes)
+            row = {"shape": shape.id, "chunk": chunk, "b_configs": {k: str(v) for k, v in override.items()}}
+
+            def forward_a():
+                return ssd_forward(**kw, chunk_size=chunk)
+
+            def forward_b():
+                saved = dict(launcher._OVERRIDE)
+                launcher._OVERRIDE.update(override)
+                try:
+                    return ssd_forward(**kw, chunk_size=chunk)
+                finally:
+                    launcher._OVERRIDE.clear()
+                    launcher._OVERRIDE.update(saved)
+
+            try:
+                row["err_b_vs_a"] = rel_err(forward_b(), forward_a())
+                times = {k: [] for k in ("a_ms", "b_ms", "a_graph_ms", "b_graph_ms")}
+                for _ in range(rounds):
+                    for side, fn in (("a", forward_a), ("b", forward_b)):
+                        times[f"{side}_ms"].append(bench_ms(fn)["ms"])
+                        times[f"{side}_graph_ms"].append(graph_ms(fn)["ms"])
+                row.update({k: statistics.median(v) for k, v in times.items()})
+                row["all"] = times
+            except Exception as e:  # noqa: BLE001 - reported, the next shape still runs
+                row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            torch.cuda.synchronize()
+            doc["rows"].append(row)
+            log(json.dumps({k: v for k, v in row.items() if k != "all"}))
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "ab.json").write_text(json.dumps(doc, indent=1))
+    return doc
+
+
+def table(doc: dict) -> str:
+    lines = ["| shape | chunk | A ms | B ms | B/A | A graph | B graph | B/A graph | err B vs A |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in doc["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['shape']} | {r['chunk']} | {r['error']} |")
+            continue
+        lines.append(f"| {r['shape']} | {r['chunk']} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['b_ms'] / r['a_ms']:.3f} "
+                     f"| {r['a_graph_ms']:.4f} | {r['b_graph_ms']:.4f} | {r['b_graph_ms'] / r['a_graph_ms']:.3f} "
+                     f"| {r['err_b_vs_a']:.1e} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from bench.sweep_cutile import race_shape
+    ap = argparse.ArgumentParser(prog="python -m bench.ab_row", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", action="append", required=True, metavar="ID[@CHUNKS]",
+                    help="a race shape id, e.g. b8-l2048-h32-p64-n64-g1@64,128 (repeatable)")
+    ap.add_argument("--set", action="append", required=True, metavar="KERNEL:NAME=INT,...",
+                    help="constants B replaces in the row the table chooses, e.g. chunk_state:DTP=0 (repeatable)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating timings of A and B (median over them)")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "ab")
+    args = ap.parse_args(argv)
+    try:
+        shapes = [race_shape(s) for s in args.shape]
+        changes = parse_set(args.set)
+        for shape, chunks in shapes:       # a constant the row lacks fails here, before the GPU work
+            for chunk in chunks:
+                variant(shape, chunk, changes)
+    except (ValueError, KeyError) as e:
+        ap.error(str(e))
+    doc = run(shapes, changes, args.rounds, args.out)
+    md = f"Command: `python -m bench.ab_row {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
+    (args.out / "ab.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
