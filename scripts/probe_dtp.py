@@ -19,18 +19,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DT_LOAD = "raw = ct.load(dt, (bi, c, head), shape=(1, CH, 1), latency=_lat(DLAT)).reshape((CH,))"
-A_LOAD = "a = ct.load(A, (head,), shape=(1,)) * LOG2E"
-BIAS_LOAD = "bias = ct.load(dt_bias, (head,), shape=(1,))"
+STORE_DTC = "ct.store(dtc, (bi, head, c), dtt.reshape((1, 1, CH)))"
+STORE_CS = "ct.store(cs, (bi, head, c), cst.reshape((1, 1, CH)))"
+CUMSUM = "cst = ct.cumsum(dtt * a, axis=0)"
+# Call 3 (session 19) ran the loads' variants: as-is, dt-no-tma (the dt load without TMA), all-no-tma (dt,
+# A, dt_bias without TMA) and dt-gather (dt by ct.gather): all four hung (75 s, no output). Call 4 takes
+# the rest of the DTP path apart, one piece per variant; every edit keeps the line count (so the other
+# kernels' debug info, and their compile-cache entries, stay the same).
 VARIANTS = {
-    "dt-no-tma": [(DT_LOAD, DT_LOAD.replace("latency=_lat(DLAT))", "latency=_lat(DLAT), allow_tma=False)"))],
-    "all-no-tma": [(DT_LOAD, DT_LOAD.replace("latency=_lat(DLAT))", "latency=_lat(DLAT), allow_tma=False)")),
-                   (A_LOAD, A_LOAD.replace("shape=(1,))", "shape=(1,), allow_tma=False)")),
-                   (BIAS_LOAD, BIAS_LOAD.replace("shape=(1,))", "shape=(1,), allow_tma=False)"))],
-    "dt-gather": [(DT_LOAD, "raw = ct.gather(dt, (bi, c * CH + ct.arange(CH, dtype=ct.int32), head), latency=_lat(DLAT))"),
-                  (A_LOAD, A_LOAD.replace("shape=(1,))", "shape=(1,), allow_tma=False)")),
-                  (BIAS_LOAD, BIAS_LOAD.replace("shape=(1,))", "shape=(1,), allow_tma=False)"))],
-    "as-is": [],     # last: if it hangs, it costs only its own timeout
+    "no-stores": [(STORE_DTC, "dtt = dtt"), (STORE_CS, "cst = cst")],
+    "stores-unconditional": [("if col == 0:    # one writer", "if DTP != 0:    # one writer")],
+    "stores-no-tma": [(STORE_DTC, STORE_DTC[:-1] + ", allow_tma=False)"),
+                      (STORE_CS, STORE_CS[:-1] + ", allow_tma=False)")],
+    "no-cumsum": [(CUMSUM, "cst = dtt * a")],
+    "no-softplus": [("bias, dt_softplus, dt_min, dt_max)", "bias, 0, dt_min, dt_max)")],
 }
 
 CHILD = r'''
@@ -38,7 +40,7 @@ import json, sys, time, torch
 from bench.race import rel_err
 from kernels.cutile import dispatch, launcher, ssd_forward
 out = {}
-for chunk in (64, 128):
+for chunk in (64,):
     g = torch.Generator(device="cuda").manual_seed(0)
     b, l, h, p, n = 2, 512, 8, 64, 64
     x = torch.randn(b, l, h, p, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -50,7 +52,9 @@ for chunk in (64, 128):
               return_final_states=True)
     t = time.time()
     y, fin = ssd_forward(**kw)
+    print("launched (compiled)", round(time.time() - t, 1), flush=True)
     torch.cuda.synchronize()
+    print("synced", round(time.time() - t, 1), flush=True)
     prob = launcher._problem(x, B, chunk, None)
     launcher._OVERRIDE[f"chunk_state@{chunk}"] = dispatch.choose("chunk_state", prob).replace(DTP=0)
     y0, fin0 = ssd_forward(**kw)
@@ -64,7 +68,7 @@ for chunk in (64, 128):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--timeout", type=float, default=75.0)
+    ap.add_argument("--timeout", type=float, default=40.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     src = (ROOT / "kernels/cutile/kernels.py").read_text()
@@ -81,7 +85,7 @@ def main() -> int:
         t = time.time()
         try:
             proc = subprocess.run([sys.executable, "-c", CHILD], cwd=work, capture_output=True, text=True,
-                                  timeout=args.timeout)
+                                  timeout=args.timeout * (1.5 if not results else 1))    # the first compiles chunk_scan
             rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-1500:]
         except subprocess.TimeoutExpired as e:
             rc, tail = "timeout", ((e.stdout or b"").decode() + (e.stderr or b"").decode())[-1500:]
