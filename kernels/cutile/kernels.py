@@ -188,8 +188,9 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, dt, A, dt_bias, nchunks, 
             dtt = _dt_processed(raw.astype(ct.float32) + bias, dt_softplus, dt_min, dt_max)
             cst = ct.cumsum(dtt * a, axis=0)
             if col == 0:    # one writer per (batch, head); chunk_scan reads them after this kernel
-                ct.store(dtc, (bi, head, c), dtt.reshape((1, 1, CH)))
-                ct.store(cs, (bi, head, c), cst.reshape((1, 1, CH)))
+                # not by TMA: TMA stores under this block-uniform branch hung the H200 (session 19)
+                ct.store(dtc, (bi, head, c), dtt.reshape((1, 1, CH)), allow_tma=False)
+                ct.store(cs, (bi, head, c), cst.reshape((1, 1, CH)), allow_tma=False)
         else:
             dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
             cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
