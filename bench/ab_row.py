@@ -1,9 +1,10 @@
 """A/B one change to the dispatch row a shape runs: the whole forward, table against table-with-the-change.
 
-    python -m bench.ab_row --shape b8-l2048-h32-p64-n64-g1@64 --set chunk_state:DTP=0 --out $OUT/ab
+    python -m bench.ab_row --shape b8-l2048-h32-p64-n64-g1@64 --set chunk_state:SLAT=0 --out $OUT/ab
 
-The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work between kernels (DTP
-moves chunk_cumsum into chunk_state) or that matters through launch count needs the forward. For each
+The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work between kernels or
+that matters through launch count needs the forward (session 19's DTP, chunk_cumsum folded into
+chunk_state, was measured this way: reports/2026-12-01-session19.md). For each
 shape and chunk: A is the dispatch table, B is the row the table chooses there with the named
 constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched). Both run on
 the same inputs (bench.race.make_inputs); B's output is compared with A's (normwise) before timing.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 
 def parse_set(specs: list[str]) -> dict[str, dict[str, int]]:
-    """['chunk_state:DTP=0,LAT=2', ...] -> {'chunk_state': {'DTP': 0, 'LAT': 2}}."""
+    """['chunk_state:SLAT=0,LAT=2', ...] -> {"chunk_state": {"SLAT": 0, "LAT": 2}}."""
     out: dict[str, dict[str, int]] = {}
     for spec in specs:
         kernel, _, body = spec.partition(":")
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", action="append", required=True, metavar="ID[@CHUNKS]",
                     help="a race shape id, e.g. b8-l2048-h32-p64-n64-g1@64,128 (repeatable)")
     ap.add_argument("--set", action="append", required=True, metavar="KERNEL:NAME=INT,...",
-                    help="constants B replaces in the row the table chooses, e.g. chunk_state:DTP=0 (repeatable)")
+                    help="constants B replaces in the row the table chooses, e.g. chunk_state:SLAT=0 (repeatable)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating timings of A and B (median over them)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "ab")
     args = ap.parse_args(argv)

@@ -7,9 +7,7 @@ The race says by how much the forwards differ; this says in which kernel. For ea
 the tg groups' six, where TileGym's tuning is recorded) it times, with bench.race.bench_ms:
 
 * cutile at each chunk size: chunk_cumsum, chunk_state, chunk_scan alone (bench.sweep_cutile.Stages:
-  the dispatch table, or SSDCHECK_CUTILE_CONFIG), "k12" = kernels 1 and 2 as the forward runs them
-  (one chunk_state launch where its row has DTP, so there k12 replaces cumsum + state), and the
-  whole forward;
+  the dispatch table, or SSDCHECK_CUTILE_CONFIG) and the whole forward;
 * TileGym at chunk 64: its three stages (tilegym.ops.cutile.mamba2's `_chunk_cumsum`,
   `_fwd_pass_state`, `_compute_out`: private functions of TileGym 1.5.1, called as its
   `mamba2_chunk_forward` calls them) and the whole forward, at the choices of its own autotuning
@@ -72,7 +70,7 @@ def _tilegym_stages(kw: dict, chunk: int):
 def _cutile_stages(shape: Shape, chunk: int):
     from bench.sweep_cutile import Stages
     st = Stages(shape, chunk)
-    return {"cumsum": st.cumsum, "state": st.state, "k12": st.cumsum_and_state, "scan": st.scan}, st.forward, st.kw
+    return {"cumsum": st.cumsum, "state": st.state, "scan": st.scan}, st.forward, st.kw
 
 
 def run(shapes, out: Path, tuning_path: str | None, recorded_only: bool, log=print) -> dict:
@@ -124,15 +122,14 @@ def run(shapes, out: Path, tuning_path: str | None, recorded_only: bool, log=pri
 
 
 def table(doc: dict) -> str:
-    cols = ("cumsum_ms", "state_ms", "k12_ms", "scan_ms", "forward_ms")
+    cols = ("cumsum_ms", "state_ms", "scan_ms", "forward_ms")
     lines = [f"{'shape':28} {'impl':8} {'cs':>3} " + " ".join(f"{c[:-3]:>8}" for c in cols) + "  err vs first"]
     for r in doc["rows"]:
         if "error" in r or "skipped" in r:
             lines.append(f"{r['shape']:28} {r['impl']:8} {r['chunk']:3d}  {r.get('error') or r.get('skipped')}")
             continue
         err = r.get("err_vs_other")
-        lines.append(f"{r['shape']:28} {r['impl']:8} {r['chunk']:3d} "
-                     + " ".join(f"{r[c]:8.3f}" if c in r else f"{'-':>8}" for c in cols)
+        lines.append(f"{r['shape']:28} {r['impl']:8} {r['chunk']:3d} " + " ".join(f"{r[c]:8.3f}" for c in cols)
                      + f"  {'(first)' if err is None else f'{err:.1e}'}")
     return "\n".join(lines)
 

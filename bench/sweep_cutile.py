@@ -275,11 +275,6 @@ class Stages:
     def state(self):
         return self.L._run_state(self.x, self.B, self.dtc, self.cs, None, None, self.chunk, self.x.dtype)
 
-    def cumsum_and_state(self):
-        """Kernels 1 and 2 as the forward runs them: one launch where the state row has DTP."""
-        return self.L._run_cumsum_and_state(self.dt, self.A32, None, False, (0.0, math.inf), self.x, self.B, None,
-                                            None, self.chunk)
-
     def scan(self):
         return self.L._run_scan(self.x, None, self.B, self.C, self.dtc, self.cs, self.states, self.D32, None,
                                 self.chunk)

@@ -23,28 +23,6 @@ _m = maker(K)
 
 
 MUTANTS = (
-    # ------------------------------------------------------------------ _state_chunks, DTP (kernel 1 fused)
-    _m("fd_bias_dropped", "dt",
-       "the fused dt processing loads dt_bias but never adds it",
-       "dtt = _dt_processed(raw.astype(ct.float32) + bias, dt_softplus, dt_min, dt_max)",
-       "dtt = _dt_processed(raw.astype(ct.float32), dt_softplus, dt_min, dt_max)"),
-    _m("fd_cumsum_exclusive", "decay",
-       "the fused cumsum excludes each token's own dt*A (an exclusive scan: every decay one token short)",
-       "cst = ct.cumsum(dtt * a, axis=0)",
-       "cst = ct.cumsum(dtt * a, axis=0) - dtt * a"),
-    _m("fd_a_natural_log", "decay",
-       "the fused cumsum in natural-log units while every decay is an exp2",
-       "a = ct.load(A, (head,), shape=(1,)) * LOG2E",
-       "a = ct.load(A, (head,), shape=(1,))"),
-    _m("fd_raw_dt_stored", "dt",
-       "the state uses the processed dt but stores the raw one for chunk_scan",
-       "ct.store(dtc, (bi, head, c), dtt.reshape((1, 1, CH)))",
-       "ct.store(dtc, (bi, head, c), raw.astype(ct.float32).reshape((1, 1, CH)))"),
-    _m("fl_dtp_kept_off_fast", "cumsum",
-       "a problem that leaves the FAST path keeps DTP (the general path ignores it: cumsum never runs)",
-       "        return cfg.replace(FAST=0, DTP=0)   # so is the fused dt processing",
-       "        return cfg.replace(FAST=0)",
-       file=LAUNCHER),
     # ------------------------------------------------------------------ _state_chunks
     _m("fs_end_row", "decay",
        "chunk-end decay read one token early (the extract index off by one)",

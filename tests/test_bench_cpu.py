@@ -396,19 +396,19 @@ def test_ab_row_changes_only_the_named_constants_of_the_row_the_shape_runs():
     from bench import ab_row
     from bench.sweep_cutile import race_shape
     from kernels.cutile import dispatch
-    assert ab_row.parse_set(["chunk_state:DTP=0", "chunk_scan:LAT=2,HB=1"]) == {
-        "chunk_state": {"DTP": 0}, "chunk_scan": {"LAT": 2, "HB": 1}}
-    for bad in ("chunk_state", "chunk_state:DTP", "chunk_state:DTP=x"):
+    assert ab_row.parse_set(["chunk_state:SLAT=0", "chunk_scan:LAT=2,HB=1"]) == {
+        "chunk_state": {"SLAT": 0}, "chunk_scan": {"LAT": 2, "HB": 1}}
+    for bad in ("chunk_state", "chunk_state:SLAT", "chunk_state:SLAT=x"):
         with pytest.raises(ValueError, match="--set"):
             ab_row.parse_set([bad])
     many, _ = race_shape("b8-l2048-h32-p64-n64-g1")       # 512 state blocks: the many-block row
     few, _ = race_shape("b2-l32768-h32-p64-n64-g1")       # 128: the few-block row
     for shape, lat in ((many, 4), (few, 6)):
-        [(key, cfg)] = ab_row.variant(shape, 64, {"chunk_state": {"DTP": 0}}).items()
+        [(key, cfg)] = ab_row.variant(shape, 64, {"chunk_state": {"SLAT": 0}}).items()
         row = dispatch.choose("chunk_state", dispatch.Problem("bfloat16", 64, 64, 64,
                                                               shape.batch * shape.nheads, aligned=True))
-        assert key == "chunk_state@64" and cfg == row.replace(DTP=0) and row.get("DTP") == 1
-        assert cfg.get("LAT") == lat
+        assert key == "chunk_state@64" and cfg == row.replace(SLAT=0) and row.get("SLAT") == 2
+        assert cfg.get("LAT") == lat and cfg.occupancy == row.occupancy
     with pytest.raises(KeyError, match="NOPE"):
         ab_row.variant(many, 64, {"chunk_state": {"NOPE": 1}})
     with pytest.raises(SystemExit):

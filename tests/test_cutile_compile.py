@@ -229,23 +229,12 @@ def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded():
     ones Nsight Compute recorded there (state: session 15; scan: session 17, with D passed as (h, 1)
     and FTZ, FACT in its constants). It fails if the rule or the launcher's arguments drift from what
     the GPU ran."""
-    from cuda.tile.compilation import ConstantConstraint, demangle_kernel_name
     cr = _cubin_resources()
     state_text, scan_text = _profile_text(NCU_S15_STATE), _profile_text(NCU_S17_SCAN)
-
-    def arrays_and_constants(symbol):
-        params = demangle_kernel_name(symbol)[1].parameters
-        return params[:8], [p.value for p in params if isinstance(p, ConstantConstraint)]
-
-    recorded_states = [arrays_and_constants(s) for s in set(re.findall(r"chunk_state_kernel_\w+", state_text))]
     for sid in ("b8-l2048-h32-p64-n64-g1", "b2-l32768-h32-p64-n64-g1"):
         syms = cr.launch_symbols(sid, 64)
-        assert set(syms) == {"chunk_state", "chunk_scan"}          # DTP: chunk_state does chunk_cumsum's work
-        # since DTP the state symbol has dt processing's arguments and the DTP constant (= 1) after
-        # session 15's: its first 8 arrays and its other constants are the recorded ones
-        arrays, constants = arrays_and_constants(syms["chunk_state"])
-        assert constants[-1] == 1, syms["chunk_state"]
-        assert (arrays, constants[:-1]) in recorded_states, syms["chunk_state"]
+        assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
+        assert syms["chunk_state"] in state_text, syms["chunk_state"]
         scan = syms["chunk_scan"]
         assert scan.endswith(SCAN_CONSTANTS_SINCE_S17), scan
         recorded = scan[:-len(SCAN_CONSTANTS_SINCE_S17)]

@@ -348,19 +348,15 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
     with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append((s, grid, args)),
                           current_stream=lambda device=None: lookups.append(device) or stream):
         cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=torch.randn(h))
-        assert len(lookups) == 1 and len(launches) == 2 and all(s is stream for s, _, _ in launches)
-        (_, _, state), (_, _, scan) = launches         # aligned: chunk_state does chunk_cumsum's work (DTP)
-        assert state[0] is x and state[1] is B and state[8] is dt and scan[0] is x
-
-        launches.clear(), lookups.clear()
-        cutile.ssd_forward(x[:, :100], dt[:, :100], A, B[:, :100], B[:, :100].clone(), 64)   # unaligned: 3
-        assert len(lookups) == 1 and len(launches) == 3 and launches[0][2][0].shape == (b, 100, h)
+        assert len(lookups) == 1 and len(launches) == 3 and all(s is stream for s, _, _ in launches)
+        (_, _, cum), (_, _, state), (_, _, scan) = launches
+        assert cum[0] is dt and state[0] is x and state[1] is B and scan[0] is x
 
         launches.clear(), lookups.clear()
         monkeypatch.setattr(launcher, "INT32_MAX", l * h * p)   # one batch element per slice
         cutile.ssd_forward(x, dt, A, B, B.clone(), 64)
-        assert len(lookups) == 1 and len(launches) == 4
-        states_x = [args[0] for _, _, args in launches[0::2]]
+        assert len(lookups) == 1 and len(launches) == 6
+        states_x = [args[0] for _, _, args in launches[1::3]]
         assert [t.shape[0] for t in states_x] == [1, 1] and states_x[1].data_ptr() == x[1:].data_ptr()
 
 
@@ -379,8 +375,8 @@ def test_forward_passes_a_per_head_D_unexpanded_and_chooses_each_config_once(mon
     with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append(args)):
         for _ in range(2):
             cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=D)
-        assert sorted(chosen) == ["chunk_scan", "chunk_state"]   # the second call: memoized (aligned: DTP)
-        d = launches[1][7]
+        assert sorted(chosen) == ["chunk_cumsum", "chunk_scan", "chunk_state"]   # the second call: memoized
+        d = launches[2][7]
         assert d.shape == (h, 1) and d.data_ptr() == D.data_ptr()
         Dhp = torch.randn(h, p)
         cutile.ssd_forward(x, dt, A, B, B.clone(), 64, D=Dhp)
@@ -422,37 +418,3 @@ def test_config_get_names_the_missing_constant():
     assert cfg.get("BN") == 64 and cfg.get("FAST") == 0
     with pytest.raises(KeyError, match="SWAP"):
         cfg.get("SWAP")
-
-
-def test_the_forward_fuses_chunk_cumsum_into_chunk_state_exactly_where_the_fast_path_runs():
-    """DTP (session 19): an aligned problem without seq_idx launches chunk_state with DTP=1 and no
-    chunk_cumsum; an unaligned one, one with seq_idx, and the stage entry point (which is handed dtc and
-    cs) launch chunk_state with DTP=0, after chunk_cumsum where the forward needs it. DTP is the last
-    constant, so it is the last launch argument."""
-    from bench.host_profile import launches_stubbed
-    launches = []
-    b, l, h, p, n = 2, 256, 4, 64, 64
-    x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
-    dt, A = torch.rand(b, l, h), -torch.rand(h)
-    seq = torch.zeros(b, l, dtype=torch.int32)
-
-    def kernels(**kw):
-        launches.clear()
-        cutile.ssd_forward(**{"x": x, "dt": dt, "A": A, "B": B, "C": B.clone(), "chunk_size": 64, **kw})
-        return [(kernel._pyfunc.__name__.removesuffix("_kernel"), args) for kernel, args in launches]
-
-    with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append((kernel, args))):
-        for chunk in (64, 128, 256):
-            run = kernels(chunk_size=chunk, dt_bias=torch.rand(h), dt_softplus=True, dt_limit=(0.01, 5.0))
-            assert [k for k, _ in run] == ["chunk_state", "chunk_scan"], chunk
-            state = run[0][1]
-            assert state[-1] == 1 and state[8] is dt and state[17:21] == (1, 1, 0.01, 5.0), state[11:21]
-            assert state[2] is run[1][1][4] and state[3] is run[1][1][5]     # the dtc and cs chunk_scan reads
-        for kw in ({"x": x[:, :200], "dt": dt[:, :200], "B": B[:, :200], "C": B[:, :200]}, {"seq_idx": seq}):
-            run = kernels(**kw)
-            assert [k for k, _ in run] == ["chunk_cumsum", "chunk_state", "chunk_scan"] and run[1][1][-1] == 0
-        launches.clear()
-        cs = torch.zeros(b, h, l // 64, 64)
-        cutile.STAGES["chunk_state_and_passing"](B, x, cs, cs)
-        [(kernel, args)] = launches
-        assert args[-1] == 0 and args[-5] == 64      # FAST = 64 stays, DTP = 0

@@ -84,10 +84,9 @@ def signature(unit: Unit):
     params = {
         # dt, A, dt_bias, dtc, cs | seqlen, chunk_size, has_bias, dt_softplus, dt_min, dt_max
         "chunk_cumsum": [arr(el, 3), arr(f32, 1), arr(f32, 1), arr(f32, 3), arr(f32, 3), si, si, si, si, sf, sf],
-        # x, B, dtc, cs, init, seq_idx, states, final, dt, A, dt_bias | seqlen, chunk_size, nchunks, hpg,
-        # has_init, has_seq, has_bias, dt_softplus, dt_min, dt_max (dt in x's dtype: the forward's usual call)
+        # x, B, dtc, cs, init, seq_idx, states, final | seqlen, chunk_size, nchunks, hpg, has_init, has_seq
         "chunk_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(f32, 4), arr(i32, 2), arr(el, 5),
-                        arr(f32, 4), arr(el, 3), arr(f32, 1), arr(f32, 1), si, si, si, si, si, si, si, si, sf, sf],
+                        arr(f32, 4), si, si, si, si, si, si],
         # x, z, B, C, dtc, cs, states, D, seq_idx, out | seqlen, chunk_size, nchunks, hpg, has_seq, has_d, has_z
         "chunk_scan": [arr(el, 4), arr(el, 4), arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5),
                        arr(f32, 2), arr(i32, 2), arr(el, 4), si, si, si, si, si, si, si],

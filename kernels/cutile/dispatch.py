@@ -75,15 +75,12 @@ class Rule:
     config: Config = None
 
 
-def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, DTP=0, BP=64, occupancy=4,
+def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, BP=64, occupancy=4,
                  worker_warps=None) -> Config:
     """A chunk_state Config with its constants in the kernel's order (table rows, sweeps, tools); a
-    constant left out takes the value every general-path row shares. DTP=1 (FAST rows): the forward
-    runs kernel 1's dt processing and cumsum inside this kernel and skips chunk_cumsum; the launcher
-    sets it to 0 wherever the caller already has dtc and cs (the stage entry point, the sweep's state
-    timing) or the problem leaves the FAST path."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP, DLAT=DLAT,
-                     DTP=DTP), occupancy, worker_warps)
+    constant left out takes the value every table row shares."""
+    return Config(_c(BL=BL, BP=BP, BN=BN, PF=PF, LAT=LAT, SLAT=SLAT, FAST=FAST, SPLIT=SPLIT, SWAP=SWAP, DLAT=DLAT),
+                  occupancy, worker_warps)
 
 
 def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, BP=64, occupancy=3,
@@ -190,19 +187,19 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_state": (
         Rule(f"{_ALIGNED}, chunk 64, blocks(BN=32) < 264",
              lambda p: _aligned_at(64)(p) and _state_blocks(p, 32) < 264,
-             state_config(BL=64, BN=32, FAST=64, DTP=1, LAT=6, DLAT=4, SLAT=2, occupancy=2)),
+             state_config(BL=64, BN=32, FAST=64, LAT=6, DLAT=4, SLAT=2, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
-             state_config(BL=64, BN=32, FAST=64, DTP=1, LAT=4, SLAT=2, occupancy=4)),
+             state_config(BL=64, BN=32, FAST=64, LAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 128, blocks(BN=32) < 264",
              lambda p: _aligned_at(128)(p) and _state_blocks(p, 32) < 264,
-             state_config(BL=128, BN=16, FAST=128, DTP=1, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
+             state_config(BL=128, BN=16, FAST=128, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128),
-             state_config(BL=128, BN=64, FAST=128, DTP=1, SWAP=1, occupancy=2)),
+             state_config(BL=128, BN=64, FAST=128, SWAP=1, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 256, blocks(BN=32) < 264",
              lambda p: _aligned_at(256)(p) and _state_blocks(p, 32) < 264,
-             state_config(BL=256, BN=32, FAST=256, DTP=1, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
+             state_config(BL=256, BN=32, FAST=256, LAT=4, DLAT=4, SLAT=2, occupancy=4)),
         Rule(f"{_ALIGNED}, chunk 256", _aligned_at(256),
-             state_config(BL=256, BN=64, FAST=256, DTP=1, SWAP=1, occupancy=2)),
+             state_config(BL=256, BN=64, FAST=256, SWAP=1, occupancy=2)),
         Rule("blocks(BN=32) >= 264", lambda p: _state_blocks(p, 32) >= 264,
              state_config(BL=64, BN=32, occupancy=4)),
         Rule("blocks(BN=32) < 264, chunk >= 128", lambda p: p.chunk_size >= 128,

@@ -61,20 +61,6 @@ def _kernel(fn):
 
 # --------------------------------------------------------------------------- 1. chunk cumsum
 
-@_relocatable
-def _dt_processed(d, dt_softplus, dt_min, dt_max):
-    """dt + bias (fp32) -> the dt the recurrence uses: softplus if asked, then clamped to dt_limit."""
-    if dt_softplus != 0:
-        # softplus(d) = log1p(exp(d)), with log1p(e) = log(u) * e / (u - 1), u = 1 + e
-        # (accurate where exp(d) is tiny); identity above 20 as in mamba_ssm. NaN stays NaN.
-        e = ct.exp(d)
-        u = 1.0 + e
-        sp = ct.where(u == 1.0, e, ct.log(u) * (e / (u - 1.0)))
-        d = ct.where(d > 20.0, d, sp)
-    # clamp to dt_limit, always (mamba_ssm: the default (0, inf) maps dt < 0 to 0); NaN stays
-    return ct.minimum(ct.maximum(d, dt_min, propagate_nan=True), dt_max, propagate_nan=True)
-
-
 @_kernel
 def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
                         seqlen, chunk_size, has_bias, dt_softplus, dt_min, dt_max,
@@ -95,7 +81,16 @@ def chunk_cumsum_kernel(dt, A, dt_bias, dtc, cs,
         d = ct.zeros((BL, BH), ct.float32)
         if t0 < seqlen:
             d = ct.load(dt, (b, blk, hb), shape=(1, BL, BH), padding_mode=ZERO).reshape((BL, BH))
-            d = _dt_processed(d.astype(ct.float32) + bias[None, :], dt_softplus, dt_min, dt_max)
+            d = d.astype(ct.float32) + bias[None, :]
+            if dt_softplus != 0:
+                # softplus(d) = log1p(exp(d)), with log1p(e) = log(u) * e / (u - 1), u = 1 + e
+                # (accurate where exp(d) is tiny); identity above 20 as in mamba_ssm. NaN stays NaN.
+                e = ct.exp(d)
+                u = 1.0 + e
+                sp = ct.where(u == 1.0, e, ct.log(u) * (e / (u - 1.0)))
+                d = ct.where(d > 20.0, d, sp)
+            # clamp to dt_limit, always (mamba_ssm: the default (0, inf) maps dt < 0 to 0); NaN stays
+            d = ct.minimum(ct.maximum(d, dt_min, propagate_nan=True), dt_max, propagate_nan=True)
             pos = t0 + ct.arange(BL, dtype=ct.int32)
             d = ct.where((pos < seqlen)[:, None], d, 0.0)
         run = ct.cumsum(d * a[None, :], axis=0) + carry
@@ -113,13 +108,12 @@ def _lat(LAT):
 
 
 @_kernel
-def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final, dt, A, dt_bias,
+def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final,
                        seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq,
-                       has_bias, dt_softplus, dt_min, dt_max,
                        BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                        PF: ct.Constant[int], LAT: ct.Constant[int], SLAT: ct.Constant[int],
                        FAST: ct.Constant[int], SPLIT: ct.Constant[int], SWAP: ct.Constant[int],
-                       DLAT: ct.Constant[int], DTP: ct.Constant[int]):
+                       DLAT: ct.Constant[int]):
     """grid (cdiv(p,BP) * cdiv(n,BN), h, b). SLAT: latency hint of the state stores (0: none).
     DLAT (FAST path only): latency hint of the per-chunk dt and cumsum loads, which sit on the
     sequential loop's critical path (TileGym tunes the same hint on its decay loads).
@@ -129,25 +123,20 @@ def chunk_state_kernel(x, Bm, dtc, cs, init, seq_idx, states, final, dt, A, dt_b
     and adds it to the decayed carried state, 0 accumulates the product into the decayed state.
     SWAP (FAST path only): 1 carries the state transposed, (BN, BP) = (B w)^T x, stored and loaded
     through a permuted tile space so memory keeps the (p, n) layout; 0 carries x^T (B w).
-    DTP (FAST path only): 1 does kernel 1's work here, so the forward launches two kernels, not
-    three: every block processes its head's raw dt (b, l, h) (bias, softplus, clamp) and sums
-    dt*A within the chunk itself, and the first dstate/headdim tile's block stores dtc and cs for
-    chunk_scan; 0 loads dtc and cs (the other arguments of dt processing are then dummies).
     """
     if FAST != 0:
-        _state_chunks(x, Bm, dtc, cs, init, states, final, dt, A, dt_bias, nchunks, heads_per_group, has_init,
-                      has_bias, dt_softplus, dt_min, dt_max, BP, BN, FAST, LAT, SLAT, SPLIT, SWAP, DLAT, DTP)
+        _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
+                      BP, BN, FAST, LAT, SLAT, SPLIT, SWAP, DLAT)
     else:
         _state_tiles(x, Bm, dtc, cs, init, seq_idx, states, final,
                      seqlen, chunk_size, nchunks, heads_per_group, has_init, has_seq, BL, BP, BN, PF, LAT, SLAT)
 
 
 @_relocatable
-def _state_chunks(x, Bm, dtc, cs, init, states, final, dt, A, dt_bias, nchunks, heads_per_group, has_init,
-                  has_bias, dt_softplus, dt_min, dt_max,
+def _state_chunks(x, Bm, dtc, cs, init, states, final, nchunks, heads_per_group, has_init,
                   BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
                   LAT: ct.Constant[int], SLAT: ct.Constant[int], SPLIT: ct.Constant[int],
-                  SWAP: ct.Constant[int], DLAT: ct.Constant[int], DTP: ct.Constant[int]):
+                  SWAP: ct.Constant[int], DLAT: ct.Constant[int]):
     """chunk_state_kernel on an aligned problem without seq_idx: one CH-token tile per chunk and a
     straight-line loop body (store the state entering chunk c, load its operands, decay, one mma);
     no position or sequence masks, no sub-tile bookkeeping, the chunk-end decay taken from the
@@ -170,12 +159,6 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, dt, A, dt_bias, nchunks, 
     if has_init != 0:
         carried = ct.load(init, (bi, head, at[0], at[1]), shape=(1, 1, rows, cols), order=perm4,
                           padding_mode=ZERO).reshape((rows, cols))
-    a = ct.zeros((1,), ct.float32)
-    bias = ct.zeros((1,), ct.float32)
-    if DTP != 0:
-        a = ct.load(A, (head,), shape=(1,)) * LOG2E
-        if has_bias != 0:
-            bias = ct.load(dt_bias, (head,), shape=(1,))
     for c in range(nchunks):
         ct.store(states, (bi, c, head, at[0], at[1]), carried.reshape((1, 1, 1, rows, cols)).astype(states.dtype),
                  order=perm5, latency=_lat(SLAT))
@@ -183,17 +166,8 @@ def _state_chunks(x, Bm, dtc, cs, init, states, final, dt, A, dt_bias, nchunks, 
                      latency=_lat(LAT)).reshape((CH, BP))
         bt = ct.load(Bm, (bi, c, grp, ntile), shape=(1, CH, 1, BN), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((CH, BN))
-        if DTP != 0:
-            raw = ct.load(dt, (bi, c, head), shape=(1, CH, 1), latency=_lat(DLAT)).reshape((CH,))
-            dtt = _dt_processed(raw.astype(ct.float32) + bias, dt_softplus, dt_min, dt_max)
-            cst = ct.cumsum(dtt * a, axis=0)
-            if col == 0:    # one writer per (batch, head); chunk_scan reads them after this kernel
-                # not by TMA: TMA stores under this block-uniform branch hung the H200 (session 19)
-                ct.store(dtc, (bi, head, c), dtt.reshape((1, 1, CH)), allow_tma=False)
-                ct.store(cs, (bi, head, c), cst.reshape((1, 1, CH)), allow_tma=False)
-        else:
-            dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
-            cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
+        dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
+        cst = ct.load(cs, (bi, head, c), shape=(1, 1, CH), latency=_lat(DLAT)).reshape((CH,))
         end = ct.extract(cst, (CH - 1,), shape=(1,))
         scaled = (bt.astype(ct.float32) * (ct.exp2(end - cst) * dtt)[:, None]).astype(x.dtype)
         lhs, rhs = (ct.transpose(scaled), xt) if SWAP != 0 else (ct.transpose(xt), scaled)

@@ -217,8 +217,6 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
         return cfg
     if kernel == "chunk_scan" and cfg.get("HB") != 1:
         return cfg.replace(FAST=0, HB=1)    # the head pairs are a FAST path
-    if kernel == "chunk_state" and cfg.get("DTP"):
-        return cfg.replace(FAST=0, DTP=0)   # so is the fused dt processing
     return cfg.replace(FAST=0)
 
 
@@ -229,42 +227,20 @@ def _problem(x, B, chunk_size: int, seq32) -> Problem:
                    aligned=l % chunk_size == 0 and seq32 is None)
 
 
-def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None, cfg=None, dt_args=None):
-    """Kernel 2 from dtc and cs; with `dt_args` (a DTP Config, _run_cumsum_and_state) it writes them."""
+def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    if cfg is None:
-        cfg = _launch_config("chunk_state", _problem(x, B, chunk_size, seq32))
-    if dt_args is None:
-        if cfg.get("DTP"):
-            cfg = cfg.replace(DTP=0)    # the caller has dtc and cs already
-        dummy = _dummy_f32(x.device)
-        dt_args = (dtc, dummy, dummy, 0, 0, 0.0, 0.0)   # dummies the kernel does not read
+    prob = _problem(x, B, chunk_size, seq32)
+    cfg = _launch_config("chunk_state", prob)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
-    dt, A32, bias32, has_bias, softplus, lo, hi = dt_args
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
-            seq32 if seq32 is not None else _dummy_int(x.device), states, final, dt, A32, bias32,
-            l, chunk_size, nchunks, h // g, int(init32 is not None), int(seq32 is not None),
-            has_bias, softplus, lo, hi)
+            seq32 if seq32 is not None else _dummy_int(x.device), states, final,
+            l, chunk_size, nchunks, h // g, int(init32 is not None), int(seq32 is not None))
     _launch(grid, _kernels().chunk_state_kernel, cfg, args, x.device, stream)
     return states, final
-
-
-def _run_cumsum_and_state(dt, A32, bias32, dt_softplus, dt_limit, x, B, init32, seq32, chunk_size, stream=None):
-    """Kernels 1 and 2 -> (cs, dtc, states, final); one launch where the state row fuses kernel 1 (DTP)."""
-    cfg = _launch_config("chunk_state", _problem(x, B, chunk_size, seq32))
-    if not cfg.get("DTP"):
-        cs, dtc = _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
-        return (cs, dtc) + _run_state(x, B, dtc, cs, init32, seq32, chunk_size, x.dtype, stream, cfg)
-    b, l, h = dt.shape
-    dtc = torch.empty(b, h, l, device=dt.device, dtype=torch.float32)   # DTP: FAST, so l = nchunks * chunk
-    cs = torch.empty_like(dtc)
-    dt_args = (dt, A32, bias32 if bias32 is not None else A32, int(bias32 is not None), int(bool(dt_softplus)),
-               float(dt_limit[0]), float(dt_limit[1]))
-    return (cs, dtc) + _run_state(x, B, dtc, cs, init32, seq32, chunk_size, x.dtype, stream, cfg, dt_args)
 
 
 def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
@@ -312,20 +288,10 @@ def _on(device: torch.device):
 _DUMMIES: dict = {}
 
 
-def _dummy(device, dtype, shape):
-    """A small zero tensor standing in for an absent argument (one per device and dtype, kept)."""
-    key = (device, dtype)
-    if key not in _DUMMIES:
-        _DUMMIES[key] = torch.zeros(shape, dtype=dtype, device=device)
-    return _DUMMIES[key]
-
-
 def _dummy_int(device):
-    return _dummy(device, torch.int32, (1, 16))
-
-
-def _dummy_f32(device):
-    return _dummy(device, torch.float32, (16,))
+    if device not in _DUMMIES:
+        _DUMMIES[device] = torch.zeros(1, 16, dtype=torch.int32, device=device)
+    return _DUMMIES[device]
 
 
 def _batch_part(b0: int, b1: int, b: int):
@@ -391,8 +357,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         stream = torch.cuda.current_stream(x.device)   # once: each lookup costs host time
         for b0, b1 in slices:
             part = _batch_part(b0, b1, b)
-            cs, dtc, states, fin = _run_cumsum_and_state(part(dt), A32, bias32, dt_softplus, dt_limit, part(x),
-                                                         part(B), part(init32), part(seq32), chunk_size, stream)
+            cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
+            states, fin = _run_state(part(x), part(B), dtc, cs, part(init32), part(seq32), chunk_size, x.dtype,
+                                     stream)
             y = _run_scan(part(x), part(z), part(B), part(C), dtc, cs, states, D32, part(seq32), chunk_size, stream)
             if len(slices) == 1:
                 out, final = y, fin
