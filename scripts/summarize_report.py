@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 FEATURE_FLOOR = 0.10   # strategies.tally: each feature in at least 10% of a GPU gate's examples
@@ -18,7 +19,27 @@ def thin_features(fraction: dict[str, float], floor: float = FEATURE_FLOOR) -> d
     return {k: v for k, v in fraction.items() if v < floor}
 
 
+def missing_report(path: str) -> str:
+    """What to say when the run left no report: pytest was killed first (the job's time limit: a hang,
+    or a budget too short for its compiles), and the watch files beside the path say where it waited."""
+    report = Path(path)
+    files = sorted(report.parent.glob(f"{report.stem}.stall-*.txt")) + sorted(report.parent.glob(f"{report.stem}.hang-*.txt"))
+    lines = [f"# no ssdcheck report at {path}\n",
+             "pytest ended before writing it: killed at the job's time limit (a hung example, or a budget too short "
+             "for a cold compile cache). Stall and hang files beside it (a hang file's dump names the stuck test):\n"]
+    for f in files:
+        text = f.read_text()
+        heads = [ln for ln in text.splitlines() if ln.startswith(("ssdcheck stall:", "ssdcheck hang watch:", "Timeout ("))]
+        lines.append(f"- `{f}`: " + ("; ".join(heads[-3:]) or "(empty)"))
+    if not files:
+        lines.append("- none: no example outran its stall grace or the hang timer before the kill")
+    return "\n".join(lines) + "\n"
+
+
 def main(path: str) -> None:
+    if not Path(path).exists():
+        print(missing_report(path))
+        sys.exit(3)
     r = json.load(open(path))
     meta = r["meta"]
     gpu = meta.get("gpu") or {}

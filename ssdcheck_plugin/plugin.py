@@ -8,6 +8,7 @@
     --ssd-repro-dir DIR            save each failing check as a replayable file
     --ssd-fuzz-seconds S           stop each Hypothesis run so the session takes about S seconds
     --ssd-stall-seconds S          ... and report an example still running S s past its share (default 20)
+    --ssd-hang-seconds S           ... and dump the stacks of an example running S s, GIL or not (default 180)
     --ssd-progress PATH.json       live counters for `python -m ssdcheck_fuzz`
     --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
@@ -55,6 +56,10 @@ def pytest_addoption(parser):
     g.addoption("--ssd-stall-seconds", metavar="S", type=float, default=20.0,
                 help="with a time budget: report an example still running S seconds after its test's share "
                      "ran out (stack and drawn problem to stderr and <report>.stall-<worker>.txt); 0: never")
+    g.addoption("--ssd-hang-seconds", metavar="S", type=float, default=180.0,
+                help="with a time budget: when one example has run S seconds, dump every thread's stack with "
+                     "faulthandler (works while a C call holds the GIL, where the stall report cannot) to "
+                     "<report>.hang-<worker>.txt; 0: never")
     g.addoption("--ssd-fuzz-until", metavar="EPOCH", type=float, default=None,
                 help="time budget as an absolute time.time() deadline (used by python -m ssdcheck_fuzz)")
     g.addoption("--ssd-progress", metavar="PATH", default=None,
@@ -217,8 +222,8 @@ class SSDState:
                                       database=DirectoryBasedExampleDatabase(str(db)))
             settings.load_profile("fuzz+ssdcheck-db")
         if self.is_controller:
-            for old in self._stall_files():      # an earlier run's file would be read as this run's
-                Path(old).unlink(missing_ok=True)
+            for old in self._watch_files("stall") + self._watch_files("hang"):   # an earlier run's file would
+                Path(old).unlink(missing_ok=True)                                   # be read as this run's
         until = config.getoption("ssd_fuzz_until")
         seconds = config.getoption("ssd_fuzz_seconds")
         if until is None and seconds is not None:
@@ -238,16 +243,21 @@ class SSDState:
             self.progress = Progress(path, budget=self.budget)
             self.progress.write(force=True)
 
-    def _stall_path(self, config, worker: str) -> Path | None:
+    def _stall_path(self, config, worker: str, kind: str = "stall") -> Path | None:
         report = config.getoption("ssd_report")
         if not report:
             return None
         report = _resolve(config, report)
-        return report.with_name(f"{report.stem}.stall-{worker}.txt")
+        return report.with_name(f"{report.stem}.{kind}-{worker}.txt")
+
+    def _watch_files(self, kind: str) -> list[str]:
+        path = self._stall_path(self.config, "*", kind)
+        return sorted(str(p) for p in path.parent.glob(path.name)) if path is not None else []
 
     def _stall_files(self) -> list[str]:
-        path = self._stall_path(self.config, "*")
-        return sorted(str(p) for p in path.parent.glob(path.name)) if path is not None else []
+        """Stall reports, and hang files that hold a stack dump (one holding only headers is no news)."""
+        from ssdcheck_plugin.stall import hang_dumps
+        return self._watch_files("stall") + [f for f in self._watch_files("hang") if hang_dumps(Path(f).read_text())]
 
     def _start_watchdog(self, config) -> None:
         grace = config.getoption("ssd_stall_seconds")
@@ -256,7 +266,8 @@ class SSDState:
         from ssdcheck_plugin.stall import StallWatchdog
         worker = self.worker_id or "main"
         self.budget.watchdog = StallWatchdog(self.budget, grace_s=grace, path=self._stall_path(config, worker),
-                                             worker=worker)
+                                             worker=worker, hang_s=config.getoption("ssd_hang_seconds") or 0.0,
+                                             hang_path=self._stall_path(config, worker, "hang"))
         self.budget.watchdog.start()
 
     def pytest_collection_finish(self, session):
@@ -456,10 +467,13 @@ class SSDState:
                 tr.write_line("gate passed: no worst error grew beyond the allowed factor", green=True)
         stalls = self._stall_files()
         if stalls:
+            from ssdcheck_plugin.stall import hang_dumps
             n = sum(Path(f).read_text().count("ssdcheck stall: ") for f in stalls)
+            hung = sum(hang_dumps(Path(f).read_text()) for f in stalls if ".hang-" in Path(f).name)
             tr.section("ssdcheck stalls", yellow=True)
             tr.write_line(f"{n} example(s) overran their time share by more than "
-                          f"{config.getoption('ssd_stall_seconds'):g} s; where each waited: {', '.join(stalls)}")
+                          f"{config.getoption('ssd_stall_seconds'):g} s, {hung} ran past "
+                          f"{config.getoption('ssd_hang_seconds'):g} s; where each waited: {', '.join(stalls)}")
         if self.report_path is not None:
             examples, failures = self.aggregate.totals()
             worst, key = self.aggregate.worst()

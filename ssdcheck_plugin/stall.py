@@ -8,9 +8,17 @@ process. When the running example is still running `grace_s` after its test's sh
 out, it writes once per example: the test, how long the example has run, the drawn SSDProblem (found
 among the stuck thread's locals) and every thread's stack, to stderr and to `path` when given.
 It only reports; it never stops the example (stopping it could hide a real failure).
+
+That thread needs the GIL, and an example can hang inside a C call that holds it (a synchronous
+device-to-host copy behind a kernel that never finishes): session 19's DTP kernel hung the H200 that
+way, twice, and left neither a report nor a stall file. So the watchdog also arms faulthandler's C-level
+timer at every example start (`hang_s`): an example running `hang_s` seconds dumps every thread's
+Python stack to `hang_path` without the GIL, under a header naming the test; the timer is cancelled when
+the example returns.
 """
 from __future__ import annotations
 
+import faulthandler
 import sys
 import threading
 import time
@@ -55,10 +63,14 @@ class StallWatchdog:
     """Watches one process's examples against its TimeBudget (fuzzing.py)."""
 
     def __init__(self, budget, *, grace_s: float = 20.0, path: Path | None = None, worker: str = "main",
-                 poll_s: float = 1.0, clock=time.time):
+                 poll_s: float = 1.0, clock=time.time, hang_s: float = 0.0, hang_path: Path | None = None):
         self.budget = budget
         self.grace_s = grace_s
         self.path = path
+        self.hang_s = hang_s
+        self.hang_path = hang_path
+        self._hang_file = None
+        self._hang_header = ""     # the test the last header in the hang file named
         self.worker = worker
         self.poll_s = poll_s
         self.clock = clock
@@ -72,9 +84,18 @@ class StallWatchdog:
     # called by the budgeted example wrapper (fuzzing.wrap_inner_test)
     def example_started(self) -> None:
         self._example = (threading.get_ident(), self.clock(), self.budget.calls)
+        if self._hang_file is not None:
+            if self.nodeid != self._hang_header:    # one header per test, not per example
+                self._hang_header = self.nodeid
+                self._hang_file.write(f"ssdcheck hang watch: {self.nodeid} on {self.worker}: an example running "
+                                      f"{self.hang_s:g} s dumps every thread's stack below\n")
+                self._hang_file.flush()             # faulthandler writes to the descriptor, after this
+            faulthandler.dump_traceback_later(self.hang_s, repeat=False, file=self._hang_file)
 
     def example_finished(self) -> None:
         self._example = None
+        if self._hang_file is not None:
+            faulthandler.cancel_dump_traceback_later()
 
     def check(self) -> str | None:
         """Write a stall report if the running example is overdue; the report's text, else None."""
@@ -102,6 +123,10 @@ class StallWatchdog:
         return text
 
     def start(self) -> None:
+        if self.hang_s > 0 and self.hang_path is not None:
+            self.hang_path.parent.mkdir(parents=True, exist_ok=True)
+            self._hang_file = open(self.hang_path, "a")    # noqa: SIM115 - kept open: faulthandler needs its fd
+
         def loop():
             while not self._stop.wait(self.poll_s):
                 self.check()
@@ -110,3 +135,12 @@ class StallWatchdog:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._hang_file is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self._hang_file.close()
+            self._hang_file = None
+
+
+def hang_dumps(text: str) -> int:
+    """How many stack dumps a hang file holds (faulthandler starts each with 'Timeout (H:MM:SS)!')."""
+    return text.count("Timeout (")

@@ -417,6 +417,36 @@ def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
     assert f"where it waited: `{tmp_path / 'r.stall-main.txt'}`" in summary
 
 
+def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
+    """The stall report is a Python thread: an example stuck in a C call that holds the GIL (session 19:
+    the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
+    trace. The faulthandler timer needs no GIL: 2 s into the 5 s GIL-holding sleep it writes the test's
+    header and every thread's stack to <report>.hang-main.txt, and the end of the run names the file."""
+    env = {**_env(), "SSDCHECK_TEST_HANG_S": "5"}
+    target = "tests.tooling_targets:hangs_holding_gil"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
+                           "-q", f"{TESTS}::test_causality", "--impl", target,
+                           "--ssd-fuzz-seconds", "1", "--ssd-stall-seconds", "60", "--ssd-hang-seconds", "2",
+                           "--ssd-report", str(tmp_path / "r.json")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hang = tmp_path / "r.hang-main.txt"
+    text = hang.read_text()
+    assert text.startswith(f"ssdcheck hang watch: tests/test_properties.py::test_causality[{target}] on main")
+    assert "Timeout (0:00:02)!" in text and "in hangs_holding_gil" in text, text
+    assert not (tmp_path / "r.stall-main.txt").exists()           # the 60 s stall grace never came
+    assert f"0 example(s) overran their time share by more than 60 s, 1 ran past 2 s; where each waited: {hang}" \
+        in proc.stdout, proc.stdout
+    assert _strict_json(tmp_path / "r.json")["meta"]["fuzz"]["stall_reports"] == [str(hang)]
+    # a run killed before its report (what the H200 left twice): the summary says so and where it hung
+    (tmp_path / "r.json").unlink()
+    summary = subprocess.run([sys.executable, "scripts/summarize_report.py", str(tmp_path / "r.json")], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert summary.returncode == 3 and f"no ssdcheck report at {tmp_path / 'r.json'}" in summary.stdout
+    assert f"`{hang}`: ssdcheck hang watch: tests/test_properties.py::test_causality[{target}] on main: an example " \
+           "running 2 s dumps every thread's stack below; Timeout (0:00:02)!" in summary.stdout, summary.stdout
+
+
 # ---------------------------------------------------------------------------------------- GPUs, xdist
 
 class FakeCuda:

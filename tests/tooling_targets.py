@@ -5,7 +5,8 @@ on the very first example (so the tooling tests do not depend on how fast the ma
 while prop_causality, which never looks at the last token, still passes. Used as
 `--impl tests.tooling_targets:broken_tail`.
 `hangs_once` is torch-ref whose first call in the process sleeps (an example that overruns its time
-share, for the stall watchdog).
+share, for the stall watchdog); `hangs_holding_gil` sleeps in a C call that keeps the GIL (as a
+synchronous copy behind a hung kernel does), where only the faulthandler dump can report.
 """
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def hangs_once(**kwargs):
 
 
 hangs_once.ssd_info = INFO.replace(name="hangs-once", stages=None, notes="torch-ref, first call sleeps")
+
+
+_HUNG_GIL = []
+
+
+def hangs_holding_gil(**kwargs):
+    """torch-ref; the first call in the process sleeps $SSDCHECK_TEST_HANG_S seconds (default 5) inside
+    libc's sleep called through ctypes.PyDLL, which does not release the GIL."""
+    import ctypes  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    if not _HUNG_GIL:
+        _HUNG_GIL.append(True)
+        ctypes.PyDLL(None).sleep(int(os.environ.get("SSDCHECK_TEST_HANG_S", "5")))
+    return ssd_forward(**kwargs)
+
+
+hangs_holding_gil.ssd_info = INFO.replace(name="hangs-holding-gil", stages=None,
+                                          notes="torch-ref, first call sleeps holding the GIL")
