@@ -289,3 +289,20 @@ def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_t
         except Exception as e:  # noqa: BLE001 - every unit is tried, then all failures reported
             failed.append(f"{sym[:60]}...: {type(e).__name__}: {str(e)[:300]}")
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.compile
+def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
+    """scripts/repro_tma_store_branch.py (session 19's hang, reduced) must keep compiling for sm_90 until a
+    GPU runs it, and its fix variant must really differ: the branch's store with and without TMA
+    compiles to different cubins in the JIT's divisible specialization."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "scripts/repro_tma_store_branch.py", "--compile"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sizes = dict(re.findall(r"^(\S+) compiled, (\d+) bytes$", proc.stdout, re.M))
+    assert set(sizes) == {"branch-tma-state", "branch-notma-state", "always-tma-state", "branch-tma"}, proc.stdout
+    assert sizes["branch-tma-state"] != sizes["branch-notma-state"]
