@@ -418,3 +418,48 @@ def test_config_get_names_the_missing_constant():
     assert cfg.get("BN") == 64 and cfg.get("FAST") == 0
     with pytest.raises(KeyError, match="SWAP"):
         cfg.get("SWAP")
+
+
+def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(monkeypatch):
+    """Host time (session 19): a forward whose tensors' shapes, dtypes and devices and whose plain
+    arguments equal an earlier call's that passed every check skips the checks (about 30 of the 40 us
+    they cost). A changed dtype, chunk size or flag is checked again; seq_idx (whose values are
+    checked) and arguments of unusual types are checked on every call; a failing call is never
+    remembered; the memory is bounded."""
+    from bench.host_profile import launches_stubbed
+    from kernels.contract import SSDArgumentError
+    from kernels.registry import UnsupportedProblem
+    checked, launches = [], []
+    real = launcher._check_forward
+    monkeypatch.setattr(launcher, "_check_forward", lambda *a: checked.append(1) or real(*a))
+    monkeypatch.setattr(launcher, "_PASSED", {})
+    b, l, h, p, n = 1, 128, 4, 64, 64
+    x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
+    dt, A = torch.rand(b, l, h), -torch.rand(h)
+
+    def forward(**kw):
+        return cutile.ssd_forward(**{"x": x, "dt": dt, "A": A, "B": B, "C": B.clone(), "chunk_size": 64, **kw})
+
+    with launches_stubbed(launch=lambda s, grid, kernel, args: launches.append((grid, args))):
+        forward()
+        forward(x=x.clone(), dt=dt.clone())             # other tensors, same metadata: not checked again
+        assert len(checked) == 1 and len(launches) == 6
+        assert [g for g, _ in launches[:3]] == [g for g, _ in launches[3:]]
+        for bad, name in (({"A": A.double()}, "A"), ({"chunk_size": 96}, "chunk_size"),
+                          ({"dt_limit": (0.0, math.nan)}, "dt_limit")):
+            for _ in range(2):                          # never remembered: raises every time
+                with pytest.raises((SSDArgumentError, UnsupportedProblem), match=name):
+                    forward(**bad)
+        assert len(checked) == 7
+        forward(chunk_size=128), forward(dt_softplus=True)             # new metadata: checked once each
+        forward(chunk_size=128), forward(dt_softplus=True)
+        assert len(checked) == 9
+        seq = torch.zeros(b, l, dtype=torch.int32)
+        forward(seq_idx=seq), forward(seq_idx=seq), forward(dt_softplus=1), forward(dt_softplus=1)
+        assert len(checked) == 13                      # value checks and a non-bool flag: every call
+        with pytest.raises(SSDArgumentError, match="seq_idx"):
+            forward(seq_idx=seq + 1)                    # same metadata as a passing seq_idx, bad values
+        monkeypatch.setattr(launcher, "_PASSED_MAX", 2)
+        for chunk in (64, 128, 256):
+            forward(chunk_size=chunk)
+        assert len(launcher._PASSED) <= 2

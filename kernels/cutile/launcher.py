@@ -314,13 +314,10 @@ def _batch_slices(b: int, per_batch: Sequence[int]) -> list[tuple[int, int]]:
 
 # --------------------------------------------------------------------------- public API
 
-def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
-                seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                return_final_states=False, return_varlen_states=False):
-    """mamba_chunk_scan_combined on cuTile: returns out, (out, final_states), (out, varlen_states)
-    or (out, final_states, varlen_states). Shapes: x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n),
-    D (h) or (h,p), z like x, dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l),
-    cu_seqlens (nseq+1) with batch 1. out and varlen_states are x.dtype; final_states float32."""
+def _check_forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                   dt_limit, return_final_states, return_varlen_states) -> None:
+    """Every argument check of ssd_forward that looks at the arguments alone: the contract, INFO's
+    declarations, then cutile's own (whether a GPU is there is _require_cuda's, checked on every call)."""
     from kernels.cutile import INFO  # noqa: PLC0415 (INFO lives in the package __init__)
     from kernels.registry import check_call  # noqa: PLC0415
     check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
@@ -333,10 +330,56 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         raise _bad("A", "float32", A.dtype)
     for name, t in (("D", D), ("dt_bias", dt_bias), ("initial_states", initial_states)):
         _check_small(name, t, x.dtype)
+    _check_dims(x.shape[3], B.shape[3], chunk_size)
+
+
+_PASSED: dict = {}   # _passed_key -> True: argument metadata whose every check passed in this process
+_PASSED_MAX = 256    # distinct call signatures kept (cleared when full: a cache, not a record)
+
+
+def _passed_key(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+                dt_limit, return_final_states, return_varlen_states):
+    """All that _check_forward's verdict depends on, for calls whose checks read no tensor values: each
+    tensor's shape, dtype and device, and the plain arguments with their exact types. None where a check
+    reads values (seq_idx, cu_seqlens) or an argument is not of a plain type: that call is checked in
+    full, every time. Host time: the checks cost about 40 us per forward, this key about 8 (2-core CPU)."""
+    if seq_idx is not None or cu_seqlens is not None or type(chunk_size) is not int:
+        return None
+    flags = (dt_softplus, return_final_states, return_varlen_states)
+    if any(type(f) is not bool for f in flags):
+        return None
+    if type(dt_limit) not in (tuple, list) or len(dt_limit) != 2 or any(type(v) not in (int, float) for v in dt_limit):
+        return None
+    meta = []
+    for t in (x, dt, A, B, C, D, z, dt_bias, initial_states):
+        if t is None:
+            meta.append(None)
+        elif type(t) is torch.Tensor:
+            meta.append((t.shape, t.dtype, t.device))
+        else:
+            return None
+    return (chunk_size, flags, type(dt_limit), tuple(dt_limit), tuple(meta))
+
+
+def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined on cuTile: returns out, (out, final_states), (out, varlen_states)
+    or (out, final_states, varlen_states). Shapes: x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n),
+    D (h) or (h,p), z like x, dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l),
+    cu_seqlens (nseq+1) with batch 1. out and varlen_states are x.dtype; final_states float32."""
+    args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus, dt_limit,
+            return_final_states, return_varlen_states)
+    key = _passed_key(*args)
+    if key is None or key not in _PASSED:
+        _check_forward(*args)
+        if key is not None:
+            if len(_PASSED) >= _PASSED_MAX:
+                _PASSED.clear()
+            _PASSED[key] = True
+    _require_cuda(x)     # not cached: whether torch sees a GPU is not in the key (tests stub it)
     b, l, h, p = x.shape
     n = B.shape[3]
-    _check_dims(p, n, chunk_size)
-    _require_cuda(x)
     nchunks = -(-l // chunk_size)
     lpad = nchunks * chunk_size
     with _on(x.device):
