@@ -52,7 +52,10 @@ def main(path: str) -> None:
     print(f"- tests: {s['tests']}; examples {s['examples']}; failing examples {s['failures']}; "
           f"worst share {s['worst_share']:.3g} at {s['worst']}\n")
     for f in ((meta.get("fuzz") or {}).get("stall_reports") or []):   # the stall watchdog's files
-        print(f"- **stall**: an example overran its time share; where it waited: `{f}`\n")
+        if ".hang-" in Path(f).name:
+            print(f"- **hang**: an example ran past --ssd-hang-seconds; its stacks: `{f}`\n")
+        else:
+            print(f"- **stall**: an example overran its time share; where it waited: `{f}`\n")
     print("| impl | property | examples | failures | worst share of tolerance |")
     print("| --- | --- | ---: | ---: | ---: |")
     for p in r["properties"]:

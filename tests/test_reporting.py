@@ -438,6 +438,9 @@ def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
     assert f"0 example(s) overran their time share by more than 60 s, 1 ran past 2 s; where each waited: {hang}" \
         in proc.stdout, proc.stdout
     assert _strict_json(tmp_path / "r.json")["meta"]["fuzz"]["stall_reports"] == [str(hang)]
+    summary = subprocess.run([sys.executable, "scripts/summarize_report.py", str(tmp_path / "r.json")], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    assert f"**hang**: an example ran past --ssd-hang-seconds; its stacks: `{hang}`" in summary
     # a run killed before its report (what the H200 left twice): the summary says so and where it hung
     (tmp_path / "r.json").unlink()
     summary = subprocess.run([sys.executable, "scripts/summarize_report.py", str(tmp_path / "r.json")], cwd=ROOT,
