@@ -14,6 +14,7 @@ variant runs in its own process under a timeout; a finished one is checked again
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def main() -> int:
                                   + [ConstantConstraint(v) for v in consts], CallingConvention.cutile_python_v1())
             buf = io.BytesIO()
             export_kernel(tma_branch_kernel, [sig], buf, gpu_code="sm_90", output_format="cubin")
-            print(name, "compiled,", len(buf.getvalue()), "bytes")
+            print(name, "compiled,", len(buf.getvalue()), "bytes, sha256", hashlib.sha256(buf.getvalue()).hexdigest()[:16])
         return 0
     for name in VARIANTS:
         t = time.time()

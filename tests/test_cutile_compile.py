@@ -295,7 +295,7 @@ def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_t
 def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
     """scripts/repro_tma_store_branch.py (session 19's hang, reduced) must keep compiling for sm_90 until a
     GPU runs it, and its fix variant must really differ: the branch's store with and without TMA
-    compiles to different cubins in the JIT's divisible specialization."""
+    compiles to different cubins (sha256) in the JIT's divisible specialization."""
     import subprocess
     import sys
     from pathlib import Path
@@ -303,6 +303,6 @@ def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
     proc = subprocess.run([sys.executable, "scripts/repro_tma_store_branch.py", "--compile"], cwd=root,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    sizes = dict(re.findall(r"^(\S+) compiled, (\d+) bytes$", proc.stdout, re.M))
-    assert set(sizes) == {"branch-tma-state", "branch-notma-state", "always-tma-state", "branch-tma"}, proc.stdout
-    assert sizes["branch-tma-state"] != sizes["branch-notma-state"]
+    hashes = dict(re.findall(r"^(\S+) compiled, \d+ bytes, sha256 ([0-9a-f]{16})$", proc.stdout, re.M))
+    assert set(hashes) == {"branch-tma-state", "branch-notma-state", "always-tma-state", "branch-tma"}, proc.stdout
+    assert hashes["branch-tma-state"] != hashes["branch-notma-state"]
