@@ -15,6 +15,7 @@ per side is the median over rounds. Writes ab.json to --out and prints a table.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -39,7 +40,8 @@ def parse_set(specs: list[str]) -> dict[str, dict[str, int]]:
 
 def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, object]:
     """{KERNEL@CHUNK: the table's row for this shape with `changes` applied}: the override B runs with.
-    Raises KeyError naming a constant the row does not have."""
+    `occupancy` and `worker_warps` set those compiler hints. Raises KeyError naming a constant the row
+    does not have."""
     import torch
 
     from kernels.cutile import dispatch, launcher
@@ -47,7 +49,12 @@ def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, 
     x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
     B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
     prob = launcher._problem(x, B, chunk, None)
-    return {f"{kernel}@{chunk}": dispatch.choose(kernel, prob).replace(**values) for kernel, values in changes.items()}
+    out = {}
+    for kernel, values in changes.items():
+        hints = {k: values[k] for k in ("occupancy", "worker_warps") if k in values}   # compiler hints, not constants
+        cfg = dispatch.choose(kernel, prob).replace(**{k: v for k, v in values.items() if k not in hints})
+        out[f"{kernel}@{chunk}"] = dataclasses.replace(cfg, **hints)
+    return out
 
 
 def run(shapes, changes, rounds: int, out: Path, log=print) -> dict:

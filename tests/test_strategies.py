@@ -49,8 +49,10 @@ def _cutile_rows(p) -> list[tuple[str, int]]:
     x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=dt)
     B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=dt)
     prob = launcher._problem(x, B, p.chunk_size, True if p.uses_seq_idx else None)
-    return [(k, next(i for i, r in enumerate(dispatch.TABLE[k]) if r.test(prob)))
-            for k in ("chunk_state", "chunk_scan")]
+    row = {k: next(i for i, r in enumerate(dispatch.TABLE[k]) if r.test(prob)) for k in dispatch.TABLE}
+    walks = not p.varlen and launcher._walk_config(prob) is not None
+    # the walk replaces chunk_state and chunk_scan: their rows do not run for this problem
+    return [(k, row[k]) for k in (("chunk_walk",) if walks else ("chunk_state", "chunk_scan", "chunk_walk"))]
 
 
 def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
@@ -72,7 +74,7 @@ def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
             seen.update(_cutile_rows(data.draw(ssd_problems(info, gpu=True, **kw))))
 
         draw()
-    for kernel in ("chunk_state", "chunk_scan"):
+    for kernel in ("chunk_state", "chunk_scan", "chunk_walk"):
         for i, rule in enumerate(dispatch.TABLE[kernel]):
             best = max(c[(kernel, i)] for c in counts.values())
             assert best >= 0.01 * n, (f"{kernel} row {i} ({rule.when}) chosen by {best} of {n} draws at most "

@@ -65,7 +65,8 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
 def _kernel_fn(name: str):
     from kernels.cutile import kernels as K  # noqa: PLC0415
     return {"chunk_cumsum": K.chunk_cumsum_kernel, "chunk_state": K.chunk_state_kernel,
-            "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel}[name]
+            "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel,
+            "chunk_walk": K.chunk_walk_kernel}[name]
 
 
 def signature(unit: Unit):
@@ -90,6 +91,9 @@ def signature(unit: Unit):
         # x, z, B, C, dtc, cs, states, D, seq_idx, out | seqlen, chunk_size, nchunks, hpg, has_seq, has_d, has_z
         "chunk_scan": [arr(el, 4), arr(el, 4), arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5),
                        arr(f32, 2), arr(i32, 2), arr(el, 4), si, si, si, si, si, si, si],
+        # x, z, B, C, dtc, cs, init, D, out, final | nchunks, hpg, has_init, has_d, has_z
+        "chunk_walk": [arr(el, 4), arr(el, 4), arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(f32, 4),
+                       arr(f32, 2), arr(el, 4), arr(f32, 4), si, si, si, si, si],
         # x, B, dtc, cs, states, cu_seqlens, out | chunk_size, hpg
         "varlen_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5), arr(i32, 1), arr(el, 4),
                          si, si],

@@ -99,10 +99,10 @@ def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
     before it becomes a row:
         chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2,worker_warps=8
     KERNEL@CHUNK (e.g. chunk_state@128:BL=128,FAST=128) applies at that chunk size only and wins over a
-    plain KERNEL entry there. Unnamed constants take state_config/scan_config's defaults (the table's
-    common values). A plain entry applies to the problems whose chunk size its BL divides; the others
+    plain KERNEL entry there. Unnamed constants take state_config/scan_config/walk_config's defaults
+    (the table's common values; chunk_walk's BN defaults to 0, the walk off). A plain entry applies to the problems whose chunk size its BL divides; the others
     keep the table. Returns {KERNEL or KERNEL@CHUNK: Config}."""
-    builders = {"chunk_state": state_config, "chunk_scan": scan_config}
+    builders = {"chunk_state": state_config, "chunk_scan": scan_config, "chunk_walk": walk_config}
     out: dict[str, Config] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         key, _, body = part.partition(":")
@@ -125,6 +125,15 @@ def _always(_: Problem) -> bool:
 
 def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
+
+
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, occupancy=2, worker_warps=None) -> Config:
+    """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
+    state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT), occupancy, worker_warps)
+
+
+WALK_OFF = walk_config()
 
 
 def _state_blocks(p: Problem, bn: int) -> int:
@@ -219,6 +228,17 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     "varlen_state": (
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),
     ),
+    # chunk_walk replaces chunk_state + chunk_scan where its rows match (BN = dstate) and the caller
+    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels.
+    "chunk_walk": (
+        Rule(f"{_ALIGNED}, chunk 64, dstate 64, batch*heads >= 256",
+             lambda p: _aligned_at(64)(p) and p.dstate == 64 and p.batch_heads >= 256,
+             walk_config(BN=64, occupancy=2)),
+        Rule(f"{_ALIGNED}, chunk 64, dstate 128, batch*heads >= 256",
+             lambda p: _aligned_at(64)(p) and p.dstate == 128 and p.batch_heads >= 256,
+             walk_config(BN=128, FACT=1, occupancy=2)),
+        Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
+    ),
 }
 
 KERNEL_NAMES = tuple(TABLE)
@@ -232,9 +252,10 @@ def choose(kernel: str, problem: Problem) -> Config:
 
 
 def configs(kernel: str) -> tuple[Config, ...]:
-    """Every distinct configuration the table can choose for `kernel`, in table order."""
+    """Every distinct configuration the table can choose for `kernel`, in table order (WALK_OFF, which
+    launches nothing, left out)."""
     seen: list[Config] = []
     for rule in TABLE[kernel]:
-        if rule.config not in seen:
+        if rule.config not in seen and rule.config != WALK_OFF:
             seen.append(rule.config)
     return tuple(seen)

@@ -265,6 +265,29 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
     return out
 
 
+def _walk_config(prob: Problem) -> dispatch.Config | None:
+    """chunk_walk's Config for this problem, or None where the state and scan kernels run instead:
+    the row is WALK_OFF, or (an override) its BN is not the dstate, or the problem is not aligned at
+    the walk's one-tile chunk."""
+    cfg = _launch_config("chunk_walk", prob)
+    if cfg.get("BN") != prob.dstate or not prob.aligned or prob.chunk_size != cfg.get("BL"):
+        return None
+    return cfg
+
+
+def _run_walk(cfg, x, z, B, C, dtc, cs, init32, D32, stream=None):
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    out = torch.empty_like(x)
+    final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+    grid = (-(-p // cfg.get("BP")), h, b)
+    args = (x, z if z is not None else x, B, C, dtc, cs, init32 if init32 is not None else final,
+            D32 if D32 is not None else cs[0], out, final,
+            l // cfg.get("BL"), h // g, int(init32 is not None), int(D32 is not None), int(z is not None))
+    _launch(grid, _kernels().chunk_walk_kernel, cfg, args, x.device, stream)
+    return out, final
+
+
 def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
     _, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
@@ -401,9 +424,15 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         for b0, b1 in slices:
             part = _batch_part(b0, b1, b)
             cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
-            states, fin = _run_state(part(x), part(B), dtc, cs, part(init32), part(seq32), chunk_size, x.dtype,
-                                     stream)
-            y = _run_scan(part(x), part(z), part(B), part(C), dtc, cs, states, D32, part(seq32), chunk_size, stream)
+            # the walk keeps the chunk states on chip; varlen_states need them in memory
+            walk = None if return_varlen_states else _walk_config(_problem(part(x), B, chunk_size, seq32))
+            if walk is not None:
+                y, fin = _run_walk(walk, part(x), part(z), part(B), part(C), dtc, cs, part(init32), D32, stream)
+            else:
+                states, fin = _run_state(part(x), part(B), dtc, cs, part(init32), part(seq32), chunk_size,
+                                         x.dtype, stream)
+                y = _run_scan(part(x), part(z), part(B), part(C), dtc, cs, states, D32, part(seq32), chunk_size,
+                              stream)
             if len(slices) == 1:
                 out, final = y, fin
             else:
