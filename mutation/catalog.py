@@ -42,6 +42,7 @@ CATALOGS = {
     "cutile": "mutation.catalog_cutile",
     "cutile_fast": "mutation.catalog_cutile_fast",
     "cutile_fastr": "mutation.catalog_cutile_fastr",
+    "cutile_walk": "mutation.catalog_cutile_walk",
 }
 
 

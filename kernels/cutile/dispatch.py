@@ -229,14 +229,20 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),
     ),
     # chunk_walk replaces chunk_state + chunk_scan where its rows match (BN = dstate) and the caller
-    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels.
+    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels. Session 20 (bench.ab_row, whole
+    # forward replayed from a CUDA graph, ms, walk vs the two kernels; outputs bitwise equal at SPLIT=0):
+    # batch*heads 256-512 at chunk 64: b8 l2048 h32 n64 0.106 vs 0.128, n128 0.122 vs 0.172, n64 g8
+    # 0.108 vs 0.134, b8 l2048 h64 n128 g8 0.229 vs 0.329, b4 l8192 h64 n64 0.370 vs 0.447. With 128
+    # (b, h) it lost, one block per SM: b4 l8192 h32 n64 0.296 vs 0.243 (BP32's 256 blocks 0.270),
+    # b2 l16384 h64 n64 0.577 vs 0.464, n128 1.10x; with 64, 1.9x (b2 l32768). dstate 256 lost at 256
+    # (b, h) (BN256 WW8 occ1 0.314 vs 0.274; BP32 occ1 0.336): no row. SPLIT=1 0.985-1.003x of SPLIT=0.
     "chunk_walk": (
         Rule(f"{_ALIGNED}, chunk 64, dstate 64, batch*heads >= 256",
              lambda p: _aligned_at(64)(p) and p.dstate == 64 and p.batch_heads >= 256,
-             walk_config(BN=64, occupancy=2)),
+             walk_config(BN=64, SPLIT=1, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64, dstate 128, batch*heads >= 256",
              lambda p: _aligned_at(64)(p) and p.dstate == 128 and p.batch_heads >= 256,
-             walk_config(BN=128, FACT=1, occupancy=2)),
+             walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
         Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
     ),
 }

@@ -586,9 +586,9 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     head = ct.bid(1)
     bi = ct.bid(2)
     grp = head // heads_per_group
-    carried = ct.zeros((BP, BN), ct.float32)
+    walked = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
-        carried = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+        walked = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
     for c in range(nchunks):
         cst = ct.load(cs, (bi, head, c), shape=(1, 1, BL)).reshape((BL,))
         dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, BL)).reshape((BL,))
@@ -596,18 +596,18 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                      latency=_lat(LAT)).reshape((BL, BP))
         ck = ct.load(Cm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
         bk = ct.load(Bm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
-        yt = ct.mma(ck, ct.transpose(carried.astype(Cm.dtype)), ct.zeros((BL, BP), ct.float32))
+        yt = ct.mma(ck, ct.transpose(walked.astype(Cm.dtype)), ct.zeros((BL, BP), ct.float32))
         scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
         yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
         _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
         end = ct.extract(cst, (BL - 1,), shape=(1,))
-        scaled = (bk.astype(ct.float32) * (ct.exp2(end - cst) * dtt)[:, None]).astype(x.dtype)
+        scaled = (bk.astype(ct.float32) * (dtt * ct.exp2(end - cst))[:, None]).astype(x.dtype)
         if SPLIT != 0:
             own = ct.mma(ct.transpose(xt), scaled, ct.zeros((BP, BN), ct.float32))
-            carried = carried * ct.exp2(end).reshape((1, 1)) + own
+            walked = walked * ct.exp2(end).reshape((1, 1)) + own
         else:
-            carried = ct.mma(ct.transpose(xt), scaled, carried * ct.exp2(end).reshape((1, 1)))
-    ct.store(final, (bi, head, ptile, 0), carried.reshape((1, 1, BP, BN)))
+            walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+    ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
 
 
 # --------------------------------------------------------------------------- 4. varlen states
