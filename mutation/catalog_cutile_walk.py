@@ -56,10 +56,16 @@ MUTANTS = (
        "the walk also taken for unaligned problems and with seq_idx (it has no masks)",
        "if cfg.get(\"BN\") != prob.dstate or not prob.aligned or prob.chunk_size != cfg.get(\"BL\"):",
        "if cfg.get(\"BN\") != prob.dstate or prob.chunk_size != cfg.get(\"BL\"):",
+       equivalent="under the table: its walk rows test alignment themselves; the launcher's check guards "
+                  "overrides (SSDCHECK_CUTILE_CONFIG=chunk_walk:BN=64 on every problem), where "
+                  "tests/test_cutile_cpu.py::test_the_walk_replaces_state_and_scan_only_where_its_row_matches"
+                  "_and_no_chunk_states_are_needed kills it on the CPU",
        file=LAUNCHER),
     _m("fw_taken_for_varlen", "state",
        "the walk also taken when varlen_states are asked for: they read chunk states never written",
        "walk = None if return_varlen_states else _walk_config(",
        "walk = _walk_config(",
+       equivalent="varlen_states need seq_idx (the contract), and with seq_idx the walk is off (not aligned): "
+                  "the guard is a second lock on the same door",
        file=LAUNCHER),
 )

@@ -464,3 +464,40 @@ def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(m
         for chunk in (64, 128, 256):
             forward(chunk_size=chunk)
         assert len(launcher._PASSED) <= 2
+
+
+def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chunk_states_are_needed():
+    """chunk_walk has no masks and writes no chunk states: it must run exactly for aligned, seq_idx-free
+    chunk-64 problems of its rows' dstate and width, and never when varlen_states are asked for (they
+    read the chunk states). Launches recorded with CUDA stubbed (bench.host_profile)."""
+    from bench.host_profile import launches_stubbed
+
+    def kernels_run(b, l, h, n, chunk=64, **kw):
+        names = []
+        x, B = torch.randn(b, l, h, 64), torch.randn(b, l, 1, n)
+        dt, A = torch.rand(b, l, h), -torch.rand(h)
+        with launches_stubbed(launch=lambda s, grid, kernel, args: names.append(kernel._pyfunc.__name__)):
+            cutile.ssd_forward(x, dt, A, B, B.clone(), chunk, **kw)
+        return [k.removesuffix("_kernel") for k in names]
+
+    walk = ["chunk_cumsum", "chunk_walk"]
+    two = ["chunk_cumsum", "chunk_state", "chunk_scan"]
+    assert kernels_run(8, 128, 32, 64) == walk and kernels_run(8, 128, 32, 128) == walk
+    assert kernels_run(1, 128, 256, 64) == walk
+    assert kernels_run(8, 127, 32, 64) == two                      # a partial last chunk
+    assert kernels_run(8, 128, 32, 256) == two                     # no row at dstate 256
+    assert kernels_run(8, 128, 32, 64, chunk=128) == two
+    assert kernels_run(4, 128, 32, 64) == two                      # batch*heads 128: too few blocks
+    seq = torch.zeros(8, 128, dtype=torch.int32)
+    seq[:, 70:] = 1
+    assert kernels_run(8, 128, 32, 64, seq_idx=seq) == two
+    cu = torch.tensor([0, 50, 128], dtype=torch.int32)
+    assert kernels_run(1, 128, 256, 64, cu_seqlens=cu, seq_idx=(torch.arange(128) >= 50).int()[None],
+                       return_varlen_states=True) == two + ["varlen_state"]
+    # an override that walks every dstate-64 problem still leaves the unaligned ones to the two kernels
+    launcher._OVERRIDE["chunk_walk"] = dispatch.walk_config(BN=64)
+    try:
+        assert kernels_run(2, 128, 4, 64) == walk
+        assert kernels_run(2, 127, 4, 64) == two and kernels_run(8, 128, 32, 64, seq_idx=seq) == two
+    finally:
+        del launcher._OVERRIDE["chunk_walk"]
