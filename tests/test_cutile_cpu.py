@@ -472,9 +472,9 @@ def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chun
     read the chunk states). Launches recorded with CUDA stubbed (bench.host_profile)."""
     from bench.host_profile import launches_stubbed
 
-    def kernels_run(b, l, h, n, chunk=64, **kw):
+    def kernels_run(b, l, h, n, chunk=64, p=64, **kw):
         names = []
-        x, B = torch.randn(b, l, h, 64), torch.randn(b, l, 1, n)
+        x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
         dt, A = torch.rand(b, l, h), -torch.rand(h)
         with launches_stubbed(launch=lambda s, grid, kernel, args: names.append(kernel._pyfunc.__name__)):
             cutile.ssd_forward(x, dt, A, B, B.clone(), chunk, **kw)
@@ -488,6 +488,7 @@ def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chun
     assert kernels_run(8, 128, 32, 256) == two                     # no row at dstate 256
     assert kernels_run(8, 128, 32, 64, chunk=128) == two
     assert kernels_run(4, 128, 32, 64) == two                      # batch*heads 128: too few blocks
+    assert kernels_run(8, 128, 32, 64, p=128) == two and kernels_run(8, 128, 32, 64, p=32) == two   # headdim
     seq = torch.zeros(8, 128, dtype=torch.int32)
     seq[:, 70:] = 1
     assert kernels_run(8, 128, 32, 64, seq_idx=seq) == two
