@@ -22,6 +22,10 @@ FAST scan 168 registers and a 528 B frame there, 80 registers and none as the ra
     python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-session14/call6/ncu-details.txt
     python scripts/cubin_resources.py --compile-sweep WW8 --shape b2-l32768-h32-p64-n64-g1@64
 
+    python scripts/cubin_resources.py --compile-config chunk_walk:BN=64,SPLIT=1,BP=32 --shape b8-l2048-h32-p64-n64-g1@64
+
+`--compile-config SPEC` compiles each kernel an override names (SSDCHECK_CUTILE_CONFIG syntax) in the
+JIT specialization of `--shape`, with the override in force while the launches are recorded.
 `--shape ID[@CHUNK]` needs no GPU and no profiler: it runs the forward on CPU tensors with its CUDA
 calls stubbed and derives each launch's specialization by the JIT's rule (modelled, and checked
 against the symbol ncu recorded at that shape).
@@ -256,6 +260,22 @@ def main(argv=None) -> int:
             sid, _, chunk = args[args.index("--shape") + 1].partition("@")
             like = launch_symbols(sid, int(chunk or 64))
         compile_sweep(args[1], int(os.environ.get("CUTILE_COMPILE_JOBS", "2")), like)
+        return 0
+    if args[:1] == ["--compile-config"]:
+        # one override (SSDCHECK_CUTILE_CONFIG syntax) compiled in the JIT specialization of a race shape
+        # where that override is in force: a new path's registers and frame before any GPU time
+        from kernels.cutile import dispatch, launcher
+        cfgs = dispatch.parse_configs(args[1], "--compile-config")
+        sid, _, chunk = args[args.index("--shape") + 1].partition("@")
+        launcher._OVERRIDE.update(cfgs)
+        syms = launch_symbols(sid, int(chunk or 64))
+        for key, cfg in cfgs.items():
+            kernel = key.partition("@")[0]
+            if kernel not in syms:
+                print(f"{kernel}: not launched at {sid} with this override", flush=True)
+                continue
+            blob, secs = compile_like(kernel, cfg, syms[kernel])
+            print(f"{kernel} {cfg} at {sid}: {secs:.1f} s, {next(iter(resources(blob).values()))}", flush=True)
         return 0
     if args[:1] == ["--compile-scan"]:
         out_dir, occ = None, 3

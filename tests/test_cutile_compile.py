@@ -312,3 +312,19 @@ def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
     hashes = dict(re.findall(r"^(\S+) compiled, \d+ bytes, sha256 ([0-9a-f]{16})$", proc.stdout, re.M))
     assert set(hashes) == {"branch-tma-state", "branch-notma-state", "always-tma-state", "branch-tma"}, proc.stdout
     assert hashes["branch-tma-state"] != hashes["branch-notma-state"]
+
+
+@pytest.mark.compile
+def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
+    """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
+    occupancy 2 (128 registers) both rows compiled with no frame in session 20 (93-101 KB of shared
+    memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
+    at the benchmark shapes the rows serve, before it costs GPU time."""
+    from kernels.cutile import dispatch
+    cr = _cubin_resources()
+    for sid, row in (("b8-l2048-h32-p64-n64-g1", 0), ("b8-l2048-h32-p64-n128-g1", 1)):
+        cfg = dispatch.TABLE["chunk_walk"][row].config
+        blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
+        res = next(iter(cr.resources(blob).values()))
+        assert res["frame"] == 0 and res["regcount"] <= 128, (sid, res)
+        assert res["smem"] <= 114 * 1024, (sid, res)      # two blocks fit an H200 SM's 228 KB
