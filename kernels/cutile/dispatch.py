@@ -100,8 +100,9 @@ def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
         chunk_scan:BL=64,BN=128,FAST=64,occupancy=2;chunk_state:BL=64,BN=32,FAST=64,occupancy=2,worker_warps=8
     KERNEL@CHUNK (e.g. chunk_state@128:BL=128,FAST=128) applies at that chunk size only and wins over a
     plain KERNEL entry there. Unnamed constants take state_config/scan_config/walk_config's defaults
-    (the table's common values; chunk_walk's BN defaults to 0, the walk off). A plain entry applies to the problems whose chunk size its BL divides; the others
-    keep the table. Returns {KERNEL or KERNEL@CHUNK: Config}."""
+    (the table's common values; chunk_walk's BN defaults to 0, the walk off). A plain entry applies to
+    the problems whose chunk size its BL divides; the others keep the table.
+    Returns {KERNEL or KERNEL@CHUNK: Config}."""
     builders = {"chunk_state": state_config, "chunk_scan": scan_config, "chunk_walk": walk_config}
     out: dict[str, Config] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
