@@ -227,13 +227,13 @@ def _problem(x, B, chunk_size: int, seq32) -> Problem:
                    aligned=l % chunk_size == 0 and seq32 is None)
 
 
-def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None):
+def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None, prob=None):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     nchunks = -(-l // chunk_size)
     states = torch.empty(b, nchunks, h, p, n, device=x.device, dtype=state_dtype)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    prob = _problem(x, B, chunk_size, seq32)
+    prob = prob if prob is not None else _problem(x, B, chunk_size, seq32)
     cfg = _launch_config("chunk_state", prob)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
@@ -243,12 +243,12 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=Non
     return states, final
 
 
-def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None):
+def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None, prob=None):
     b, l, h, p = x.shape
     g = B.shape[2]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
-    prob = _problem(x, B, chunk_size, seq32)
+    prob = prob if prob is not None else _problem(x, B, chunk_size, seq32)
     cfg = _launch_config("chunk_scan", prob)
     if cfg.get("HB") == 2 and (h // g) % 2:
         cfg = cfg.replace(HB=1)             # a pair shares its group's C and B: heads per group even
@@ -424,15 +424,16 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         for b0, b1 in slices:
             part = _batch_part(b0, b1, b)
             cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
+            prob = _problem(part(x), B, chunk_size, seq32)     # once: the three choices below read it
             # the walk keeps the chunk states on chip; varlen_states need them in memory
-            walk = None if return_varlen_states else _walk_config(_problem(part(x), B, chunk_size, seq32))
+            walk = None if return_varlen_states else _walk_config(prob)
             if walk is not None:
                 y, fin = _run_walk(walk, part(x), part(z), part(B), part(C), dtc, cs, part(init32), D32, stream)
             else:
                 states, fin = _run_state(part(x), part(B), dtc, cs, part(init32), part(seq32), chunk_size,
-                                         x.dtype, stream)
+                                         x.dtype, stream, prob)
                 y = _run_scan(part(x), part(z), part(B), part(C), dtc, cs, states, D32, part(seq32), chunk_size,
-                              stream)
+                              stream, prob)
             if len(slices) == 1:
                 out, final = y, fin
             else:
