@@ -173,7 +173,7 @@ def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
     # divide it, and 2 or 6 drawn heads keep an odd number of heads per group (6 = 2 x 3)
     nheads = problem.nheads * -(-6 // problem.nheads)
     nchunks = max(2, -(-problem.seqlen // chunk))
-    layer = st.just((problem.batch, nheads, nchunks))   # (batch, nheads, chunks)
+    layer = st.just((problem.batch, nheads, nchunks, 0, chunk))   # (batch, nheads, chunks, cut kind, chunk size)
     dims = st.just((problem.headdim, problem.dstate))
     if gpu:
         dims = st.tuples(st.sampled_from(_menu(info.headdims, (64,))),
@@ -192,7 +192,7 @@ def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
                          st.sampled_from((chunk, chunk, 64)))
         layer = st.one_of(layer, wide)
     def build(bhc, pn, decay):
-        kind, c = bhc[3:] or (0, chunk)     # a wide layer's own cut and chunk size
+        kind, c = bhc[3:]
         cut = (0, 1, c // 2 + 5)[kind]
         return problem.replace(dtype=dtype, batch=bhc[0], chunk_size=c, seqlen=c * bhc[2] - cut, seq_starts=(),
                                varlen=False, nheads=bhc[1], headdim=pn[0], dstate=pn[1], decay=decay,
