@@ -53,7 +53,7 @@ def pytest_configure(config):
     problem = config.getoption("ssd_problem")
     if problem:
         from properties.problem import parse_problem
-        from tests import strategies
+        from properties import strategies
         strategies.PINNED = parse_problem(problem)
 
 

@@ -28,7 +28,7 @@ import json, sys, math, collections
 from hypothesis import given, settings, HealthCheck, Phase, strategies as st
 from kernels.registry import lookup
 from properties import invariants
-from tests.strategies import ssd_problems
+from properties.strategies import ssd_problems
 
 impl, n, props, pins = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), json.loads(sys.argv[4])
 info = lookup(impl)

@@ -7,7 +7,7 @@ example (including Hypothesis's shrink steps and its final replay of a failure).
   normwise error and the worst share of the tolerance, each with the problem that produced it, and
   the tolerance in force (dtype is part of the key because the policy is per dtype);
 * one entry per (impl, prop): examples, failures, worst share, and feature tallies from
-  `tests.strategies.tally(problem)` (how often seq_idx, a partial last chunk, ... occurred);
+  `properties.strategies.tally(problem)` (how often seq_idx, a partial last chunk, ... occurred);
 * per pytest item: the same counts, for JUnit properties and the fuzzer's reproducers.
 
 Everything serialises to JSON-safe dicts (`to_dict`/`merge_dict`) so xdist workers can ship theirs
@@ -47,7 +47,7 @@ def _bad(x: float) -> float:
 
 def _tally_fn():
     try:
-        from tests.strategies import tally
+        from properties.strategies import tally
         return tally
     except Exception:  # the report works without the project's strategies (e.g. another rootdir)
         return None

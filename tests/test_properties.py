@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from properties import invariants
 from properties.report import assert_passed
-from tests.strategies import ssd_problems, tally
+from properties.strategies import ssd_problems, tally
 
 
 def check(prop_name: str, info, data, **strategy_kw) -> None:

@@ -6,7 +6,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from kernels.registry import check_supported, lookup
-from tests.strategies import ssd_problems
+from properties.strategies import ssd_problems
 
 
 @pytest.mark.parametrize("name", ["cutile", "tilegym", "mamba-ssm"])
