@@ -6,8 +6,10 @@ and the real-world mistake it models. A catalog is a module `mutation/catalog_<n
     IMPL = "torch-ref"          # the --impl the suite runs against the mutated copy
     MUTANTS = (Mutant(...), ...)
 
-and is registered in `CATALOGS` below. `check_catalog` finds catalog rot (a snippet that no longer
-occurs exactly once, duplicate ids, unknown categories) without running anything.
+and is registered in `CATALOGS` below. A peer catalog also sets `PEER = "tilegym"` (a name of
+kernels/peers/sources.py): its files are paths inside a copy of that peer's published package
+(mutation/peer_copy.py), not of this repository. `check_catalog` finds catalog rot (a snippet that no
+longer occurs exactly once, duplicate ids, unknown categories) without running anything.
 
 An equivalent mutant computes the same function as the original for every input the contract allows;
 it carries the written argument in `equivalent`, stays in the catalog (and the report), and is left
@@ -43,6 +45,8 @@ CATALOGS = {
     "cutile_fast": "mutation.catalog_cutile_fast",
     "cutile_fastr": "mutation.catalog_cutile_fastr",
     "cutile_walk": "mutation.catalog_cutile_walk",
+    "tilegym": "mutation.catalog_tilegym",
+    "mamba_ssm": "mutation.catalog_mamba_ssm",
 }
 
 
@@ -87,6 +91,7 @@ class Catalog:
     impl: str
     mutants: tuple[Mutant, ...]
     env: tuple[tuple[str, str], ...] = ()   # environment the baseline and every mutant run with
+    peer: str | None = None   # a peer catalog: files are relative to a copy of this peer's package
 
     def by_id(self, mutant_id: str) -> Mutant:
         for m in self.mutants:
@@ -106,7 +111,7 @@ def load_catalog(name: str) -> Catalog:
         raise ValueError(f"--catalog: unknown catalog {name!r}; known: {', '.join(CATALOGS)}")
     module = importlib.import_module(CATALOGS[name])
     return Catalog(name=name, impl=module.IMPL, mutants=tuple(module.MUTANTS),
-                   env=tuple(sorted(getattr(module, "ENV", {}).items())))
+                   env=tuple(sorted(getattr(module, "ENV", {}).items())), peer=getattr(module, "PEER", None))
 
 
 def check_catalog(catalog: Catalog, root: Path) -> list[str]:

@@ -47,6 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mutation import peer_copy
 from mutation.catalog import Catalog, Mutant, check_catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +71,9 @@ class Outcome:
     returncode: int | None = None
     equivalent: str | None = None
     compiled: list = field(default_factory=list)  # --compile-only: the units compiled (none: host side)
+    first_failure_s: float | None = None  # seconds from the command's start to the first failing example
+    examples_run: int | None = None       # examples over all tests up to and including that one
+    compiles: dict = field(default_factory=dict)  # compiles up to that example (count_plugin: cutile, triton)
 
     @property
     def killed(self) -> bool:
@@ -111,11 +115,12 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise SystemExit(f"--patch {patch}: does not apply: {proc.stderr.strip()}")
 
 
-def pytest_args(impl: str, matrix: bool, seed: int | None = None) -> list[str]:
-    """The users' own command (after `python -m pytest`), plus the counting plugin; with `seed`, the
-    same 12 examples per property drawn at random from that seed instead of derandomized."""
+def pytest_args(impl: str, matrix: bool, seed: int | None = None, plugins=()) -> list[str]:
+    """The users' own command (after `python -m pytest`), plus the counting plugin (and a peer's, see
+    peer_copy.pytest_plugins); with `seed`, the same 12 examples per property drawn at random from that seed
+    instead of derandomized."""
     args = [TEST_FILE, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
-            "-p", "mutation.count_plugin"]
+            "-p", "mutation.count_plugin", *plugins]
     if seed is not None:
         args.append(f"--hypothesis-seed={seed}")
     return args if matrix else args + ["-x"]
@@ -125,12 +130,21 @@ def pytest_command(impl: str, matrix: bool) -> list[str]:
     return [sys.executable, "-m", "pytest", *pytest_args(impl, matrix)]
 
 
-def _child_env(tree: Path, report: Path, threads: int, seed: int | None = None) -> dict:
-    """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere."""
+def _outside_repo(entry: str) -> bool:
+    return entry not in ("", ".") and entry != str(ROOT) and not entry.startswith(str(ROOT) + os.sep)
+
+
+def _child_env(tree: Path, report: Path, threads: int, seed: int | None = None, first=(), extra=None) -> dict:
+    """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere.
+    PYTHONPATH: `first` (a peer copy), the tree, then the parent's entries outside this repository
+    (where a GPU host's setup puts cuda-tile and the peers)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "HYPOTHESIS_", "SSDCHECK_MUTATION_")) and k not in ("PYTHONPATH", "CI")}
-    env.update(PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1", SSDCHECK_MUTATION_REPORT=str(report),
+    inherited = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if _outside_repo(e)]
+    env.update(PYTHONPATH=os.pathsep.join([*first, str(tree), *inherited]), PYTHONDONTWRITEBYTECODE="1",
+               SSDCHECK_MUTATION_REPORT=str(report),
                OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env.update(extra or {})
     if seed is not None:
         env["SSDCHECK_MUTATION_SEED"] = str(seed)
     return env
@@ -160,8 +174,13 @@ def warm_up(threads: int) -> None:
             pass
 
 
-def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int) -> None:
-    """In the forked child: become our own process group, enter `tree`, run pytest, exit with its status."""
+# Peer packages a forked child must import afresh from its own copy.
+PEER_MODULES = tuple(peer_copy.PACKAGES.values())
+
+
+def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int, first=()) -> None:
+    """In the forked child: become our own process group, enter `tree`, run pytest, exit with its status.
+    `first`: sys.path entries ahead of the tree (a peer copy)."""
     code = 99
     try:
         os.setsid()
@@ -174,9 +193,10 @@ def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int)
         root = str(ROOT)
         for name, mod in list(sys.modules.items()):
             f = getattr(mod, "__file__", None) or ""
-            if name == "mutation" or name.startswith("mutation.") or name == "conftest" or f.startswith(root + os.sep):
+            if (name == "mutation" or name.startswith("mutation.") or name == "conftest" or f.startswith(root + os.sep)
+                    or name.partition(".")[0] in PEER_MODULES):
                 del sys.modules[name]
-        sys.path[:] = [str(tree)] + [p for p in sys.path if p not in ("", ".", root) and not p.startswith(root + os.sep)]
+        sys.path[:] = [*first, str(tree)] + [p for p in sys.path if _outside_repo(p) and p not in first]
         importlib.invalidate_caches()
         import torch
         torch.set_num_threads(threads)
@@ -196,15 +216,17 @@ def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int)
 class _Running:
     """One pytest run in flight, in its own process group."""
 
-    def __init__(self, tree: Path, env: dict, args: list[str], log: Path, threads: int, isolation: str):
+    def __init__(self, tree: Path, env: dict, args: list[str], log: Path, threads: int, isolation: str,
+                 first=()):
         self.start = time.monotonic()
+        self.start_epoch = time.time()   # the command's start, on the clock count_plugin stamps with
         self.returncode = None
         if isolation == "fork":
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _fork_child(tree, env, args, log, threads)
+                _fork_child(tree, env, args, log, threads, first)
             self.pid, self.proc = pid, None
         else:
             with open(log, "wb") as f:
@@ -240,10 +262,16 @@ class _Job:
     outcome: Outcome
     tmp: Path
     running: _Running | None = None
+    peer_root: Path | None = None      # a peer catalog: the copy of the peer package (mutated here)
+
+    @property
+    def tree(self) -> Path:
+        return self.tmp / "repo"
 
 
-def _prepare(mutant: Mutant | None, snap: Path, problems: list[str]) -> _Job:
-    """A fresh copy of the snapshot with the mutant applied; outcome already 'invalid' if it cannot be."""
+def _prepare(mutant: Mutant | None, snap: Path, problems: list[str], peer_snap: Path | None = None) -> _Job:
+    """A fresh copy of the snapshot (and of the peer package's, for a peer catalog) with the mutant
+    applied; outcome already 'invalid' if it cannot be."""
     mid = mutant.id if mutant else "(baseline)"
     out = Outcome(id=mid, status="invalid", category=mutant.category if mutant else "",
                   description=mutant.description if mutant else "the unmutated source",
@@ -254,12 +282,16 @@ def _prepare(mutant: Mutant | None, snap: Path, problems: list[str]) -> _Job:
         out.error = "; ".join(mine)
         return _Job(mutant, out, tmp)
     shutil.copytree(snap, tmp / "repo")
+    peer_root = None
+    if peer_snap is not None:
+        peer_root = tmp / "peer"
+        shutil.copytree(peer_snap, peer_root)
     if mutant is not None:
         try:
-            mutant.apply_to_tree(tmp / "repo")
+            mutant.apply_to_tree(peer_root or tmp / "repo")
         except (ValueError, OSError) as e:
             out.error = str(e).splitlines()[0]
-    return _Job(mutant, out, tmp)
+    return _Job(mutant, out, tmp, peer_root=peer_root)
 
 
 def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
@@ -269,37 +301,57 @@ def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
     log, report = job.tmp / "pytest.log", job.tmp / "report.json"
     text = log.read_text(errors="replace") if log.is_file() else ""
     try:
-        tests = json.loads(report.read_text())["tests"] if report.is_file() else {}
+        data = json.loads(report.read_text()) if report.is_file() else {}
     except (OSError, ValueError):
-        tests = {}
-    _classify(out, tests, text, timed_out, budget_s)
+        data = {}
+    _classify(out, data.get("tests", {}), text, timed_out, budget_s)
+    first = data.get("first_failure")
+    if first:
+        out.first_failure_s = round(first["time"] - r.start_epoch, 2)
+        out.examples_run = first["examples_run"]
+        out.compiles = first["compiles"]
     return out
 
 
 def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float = 60.0, jobs: int = 2,
             matrix: bool = False, isolation: str = "fork", keep: bool = False, seed: int | None = None,
-            progress=None, baseline_budget_s: float | None = None) -> list[Outcome]:
+            progress=None, baseline_budget_s: float | None = None, peer: str | None = None,
+            peer_snap: Path | None = None, args: list[str] | None = None, setup=None,
+            deadline: float | None = None) -> list[Outcome | None]:
     """Run every mutant in `todo` (None: the baseline), `jobs` at a time, in order of submission.
     The baseline gets `baseline_budget_s` (default: budget_s): it runs every property to its end,
-    where a killed mutant stops at its first failure."""
+    where a killed mutant stops at its first failure. A peer catalog's mutants apply to a copy of
+    `peer_snap` (the unpacked peer package), first on the run's path. `args` replaces the pytest
+    arguments; `setup(index, job)` returns (environment, extra pytest arguments) of one run. With a
+    `deadline` (time.monotonic()), a run that could not finish by then is not started: its entry is None."""
     threads = max(1, (os.cpu_count() or 1) // max(jobs, 1))
     if isolation == "fork":
         warm_up(threads)
-    args = pytest_args(impl, matrix, seed)
+    args = pytest_args(impl, matrix, seed, peer_copy.pytest_plugins(peer)) if args is None else args
     pending, running, done = list(todo), [], {}
     try:
         while pending or running:
             while pending and len(running) < max(1, jobs):
                 i = len(todo) - len(pending)
-                job = _prepare(pending.pop(0), snap, list(problems))
+                limit = budget_s if todo[i] is not None else (baseline_budget_s or budget_s)
+                if deadline is not None and time.monotonic() + limit > deadline:
+                    pending.clear()
+                    break
+                job = _prepare(pending.pop(0), snap, list(problems), peer_snap)
                 if job.outcome.error:      # could not be applied: invalid without running
                     done[i] = job.outcome
                     if progress:
                         progress(job.outcome)
                     _cleanup(job, keep)
                     continue
-                env = _child_env(job.tmp / "repo", job.tmp / "report.json", threads, seed)
-                job.running = _Running(job.tmp / "repo", env, args, job.tmp / "pytest.log", threads, isolation)
+                extra_env, extra_args = setup(i, job) if setup else ({}, [])
+                first, env_peer = [], {}
+                if peer is not None:
+                    first, env_peer = peer_copy.run_env(peer, job.peer_root)
+                env = _child_env(job.tree, job.tmp / "report.json", threads, seed, first=first,
+                                 extra={**env_peer, **extra_env})
+                job.running = _Running(job.tree, env, args + extra_args, job.tmp / "pytest.log", threads,
+                                       isolation, first)
                 running.append((i, job))
             time.sleep(0.05)
             for i, job in list(running):
@@ -317,7 +369,7 @@ def execute(todo: list, snap: Path, impl: str, *, problems=(), budget_s: float =
         for _, job in running:
             job.running.kill()
             _cleanup(job, keep)
-    return [done[i] for i in range(len(todo))]
+    return [done.get(i) for i in range(len(todo))]
 
 
 def _cleanup(job: _Job, keep: bool) -> None:
@@ -328,12 +380,19 @@ def _cleanup(job: _Job, keep: bool) -> None:
 
 
 def run_one(mutant: Mutant | None, impl: str, *, root: Path = ROOT, budget_s: float = 60.0, matrix: bool = False,
-            isolation: str = "fork", keep: bool = False) -> Outcome:
+            isolation: str = "fork", keep: bool = False, peer: str | None = None) -> Outcome:
     """Run the suite once on a fresh copy of `root` with `mutant` applied (None: the unmutated tree)."""
     with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
         snap = snapshot(root, Path(tmp) / "repo")
+        peer_snap = peer_copy.unpack(peer, Path(tmp) / "peer") if peer else None
         return execute([mutant], snap, impl, budget_s=budget_s, jobs=1, matrix=matrix, isolation=isolation,
-                       keep=keep)[0]
+                       keep=keep, peer=peer, peer_snap=peer_snap)[0]
+
+
+def code_root(catalog: Catalog, tmp: Path) -> Path:
+    """Where the catalog's files are: this repository, or for a peer catalog a fresh copy of the peer's
+    published package unpacked under `tmp` (PeerSourceMissing without $SSDCHECK_PEERS_DIR)."""
+    return peer_copy.unpack(catalog.peer, Path(tmp) / "peer") if catalog.peer else ROOT
 
 
 def _test_name(nodeid: str) -> str:
@@ -480,10 +539,11 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
         snap = snapshot(root, Path(tmp) / "repo")
         for patch in patches:
             apply_patch(snap, patch)
-        problems = check_catalog(catalog, snap)
+        peer_snap = code_root(catalog, Path(tmp)) if catalog.peer else None
+        problems = check_catalog(catalog, peer_snap or snap)
         results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
                           matrix=matrix, isolation=isolation, seed=seed, progress=progress,
-                          baseline_budget_s=baseline_budget_s)
+                          baseline_budget_s=baseline_budget_s, peer=catalog.peer, peer_snap=peer_snap)
     base = results.pop(0) if baseline else None
     return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
                   seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
@@ -699,7 +759,14 @@ def main(argv=None) -> int:
             eq = " [equivalent]" if m.equivalent else ""
             print(f"{m.id:<40} {m.category:<10} {m.description}{eq}")
         return 0
-    problems = check_catalog(catalog, ROOT)
+    if args.compile_only and catalog.peer:
+        ap.error(f"--compile-only compiles this repository's cuTile kernels; catalog {catalog.name} mutates {catalog.peer}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="ssdcheck-peer-") as tmp:
+            problems = check_catalog(catalog, code_root(catalog, Path(tmp)))
+    except peer_copy.PeerSourceMissing as e:
+        print(f"--catalog {catalog.name}: needs the pristine {catalog.peer} package: {e}", file=sys.stderr)
+        return 2
     if args.check:
         print("\n".join(problems) or f"{catalog.name}: {len(catalog.mutants)} mutants, every snippet applies once")
         return 1 if problems else 0
@@ -707,7 +774,7 @@ def main(argv=None) -> int:
         if not args.only or len(args.only) != 1:
             ap.error("--keep needs exactly one --only ID")
         o = run_one(catalog.by_id(args.only[0]), catalog.impl, budget_s=args.budget_s, matrix=args.matrix,
-                    isolation=args.isolation, keep=True)
+                    isolation=args.isolation, keep=True, peer=catalog.peer)
         _progress(o)
         return 0
     for p in problems:

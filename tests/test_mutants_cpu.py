@@ -19,11 +19,22 @@ from mutation.catalog import available_catalogs, check_catalog, load_catalog
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _code_root(catalog, tmp_path):
+    """The repository, or a peer catalog's pristine package unpacked from $SSDCHECK_PEERS_DIR (skip without)."""
+    from mutation.peer_copy import PeerSourceMissing
+    from mutation.run import code_root
+    try:
+        return code_root(catalog, tmp_path)
+    except PeerSourceMissing as e:
+        pytest.skip(str(e))
+
+
 @pytest.mark.parametrize("name", available_catalogs())
-def test_catalog_snippets_apply_exactly_once(name):
-    """Catalog rot: every snippet still occurs exactly once in its kernel file, and the result parses."""
+def test_catalog_snippets_apply_exactly_once(name, tmp_path):
+    """Catalog rot: every snippet still occurs exactly once in its kernel file, and the result parses
+    (a peer catalog: in the pristine package, unpacked from the published file)."""
     catalog = load_catalog(name)
-    problems = check_catalog(catalog, ROOT)
+    problems = check_catalog(catalog, _code_root(catalog, tmp_path))
     assert not problems, f"catalog {name}: {len(problems)} problem(s):\n" + "\n".join(problems)
 
 
