@@ -10,6 +10,12 @@ every test (so a run killed on timeout still leaves what it finished). Per test 
     outcome         passed | failed | skipped | error (setup/teardown failed)
     seconds         the call phase's duration
 
+and, for time-to-failure runs (mutation/ttf.py), `first_failure`: the first example of the run that
+raised, with `time` (time.time() when it raised: what a fail-fast run can print at once),
+`nodeid`, `examples_run` (examples of every test so far, that one included) and `compiles` (compiles
+so far: `cutile` tileiras runs and `cutile_calls` compiles from the ssdcheck plugin's compile timer
+when it is installed, `triton` kernels compiled into $TRITON_CACHE_DIR since the run started).
+
 It counts through `test.hypothesis.inner_test`, Hypothesis' documented hook for wrapping the inner test
 (pytest-trio uses it), so it needs nothing from ssdcheck's own test code.
 """
@@ -18,11 +24,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
+from pathlib import Path
 
 import pytest
 
 ENV = "SSDCHECK_MUTATION_REPORT"
 _tests: dict[str, dict] = {}
+_run = {"examples": 0, "first_failure": None, "config": None, "triton_at_start": 0}
 
 
 def _entry(nodeid: str) -> dict:
@@ -35,8 +44,27 @@ def _flush() -> None:
     if path:
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"tests": _tests}, f, indent=1)
+            json.dump({"tests": _tests, "first_failure": _run["first_failure"]}, f, indent=1)
         os.replace(tmp, path)
+
+
+def _triton_kernels() -> int:
+    """Compiled kernels in Triton's cache directory (one .cubin each), 0 without one."""
+    d = os.environ.get("TRITON_CACHE_DIR")
+    return sum(1 for _ in Path(d).rglob("*.cubin")) if d and os.path.isdir(d) else 0
+
+
+def compile_counts(config) -> dict:
+    """Compiles so far: the ssdcheck plugin's cuTile compile timer (if installed), Triton's cache."""
+    out = {}
+    state = config.pluginmanager.get_plugin("ssdcheck-state") if config is not None else None
+    timer = getattr(state, "timer", None)
+    if timer is not None and getattr(timer, "installed", False):
+        out["cutile"] = timer.tileiras_calls
+        out["cutile_calls"] = timer.compile_calls
+    if os.environ.get("TRITON_CACHE_DIR"):
+        out["triton"] = _triton_kernels() - _run["triton_at_start"]
+    return out
 
 
 def _first_line(e: BaseException) -> str:
@@ -55,11 +83,20 @@ SEED_ENV = "SSDCHECK_MUTATION_SEED"
 def pytest_configure(config):
     """With $SSDCHECK_MUTATION_SEED (and --hypothesis-seed): the `mutant` profile, not derandomized.
     A measurement of how robust a kill is (mutation.run --seeds), never the verdict itself."""
+    _run["config"] = config
+    _run["triton_at_start"] = _triton_kernels()
     if os.environ.get(SEED_ENV) is None:
         return
     from hypothesis import settings
     settings.register_profile("mutant-seeded", parent=settings.get_profile("mutant"), derandomize=False)
     settings.load_profile("mutant-seeded")
+
+
+def _is_failure(e: BaseException) -> bool:
+    """An example that failed, not one rejected (assume/reject), skipped, or cut by a time budget
+    (those raise BaseExceptions that are not Exceptions, or UnsatisfiedAssumption)."""
+    from hypothesis.errors import UnsatisfiedAssumption
+    return isinstance(e, Exception) and not isinstance(e, UnsatisfiedAssumption)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -74,9 +111,14 @@ def pytest_runtest_call(item):
     @functools.wraps(inner)
     def counted(*args, **kwargs):
         entry["examples"] += 1
+        _run["examples"] += 1
         try:
             return inner(*args, **kwargs)
         except BaseException as e:
+            if _run["first_failure"] is None and _is_failure(e):
+                _run["first_failure"] = {"time": time.time(), "nodeid": item.nodeid, "examples_run": _run["examples"],
+                                         "compiles": compile_counts(_run["config"])}
+                _flush()
             if entry["first_failure"] is None:
                 entry["first_failure"] = entry["examples"]
                 entry["error"] = _first_line(e)

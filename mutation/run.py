@@ -693,6 +693,13 @@ def _progress(o: Outcome) -> None:
     print(f"  {o.id:<40} {o.status}{extra} [{o.seconds:.1f} s]", file=sys.stderr, flush=True)
 
 
+def _ttf_progress(rec: dict) -> None:
+    at = "" if rec["first_failure_s"] is None else f" first failure at {rec['first_failure_s']:.1f} s"
+    by = f" by {rec['killed_by']} after {rec['examples']} example(s)" if rec["killed_by"] else ""
+    print(f"  {rec['id']:<40} {rec['status']}{by}{at} [{rec['wall_s']:.1f} s, compiles {rec['compiles']}]",
+          file=sys.stderr, flush=True)
+
+
 def seeded_rates(catalog: Catalog, report: Report, args) -> str:
     """Re-run the catalog with seeds 1..K and return a markdown table of kill rates (a kill that
     only the derandomized draws find is fragile: a strategy edit can turn it into a survivor)."""
@@ -728,7 +735,8 @@ def main(argv=None) -> int:
                     "--compile-only)")
     ap.add_argument("--baseline-budget-s", type=float, help="time budget of the unmutated baseline run, which "
                     "runs every property to its end (default: 4 x --budget-s)")
-    ap.add_argument("--jobs", type=int, default=2, help="mutants run in parallel (default 2)")
+    ap.add_argument("--jobs", type=int, help="mutants run in parallel (default 2; --time-to-failure: one per CPU "
+                    "core, since compiles are CPU work)")
     ap.add_argument("--json", type=Path, help="write the full report as JSON here")
     ap.add_argument("--md", type=Path, help="write the markdown table here (it is always printed)")
     ap.add_argument("--matrix", action="store_true", help="no -x: record every property that kills each mutant")
@@ -741,14 +749,40 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, metavar="K",
                     help="robustness: run the catalog K more times with 12 random (seeded 1..K) examples per "
                          "property instead of the derandomized ones, and report each mutant's kill rate")
-    ap.add_argument("--isolation", choices=("fork", "process"), default="fork" if hasattr(os, "fork") else "process",
+    ap.add_argument("--isolation", choices=("fork", "process"),
                     help="fork: one warm interpreter forks a child per run (default); process: a fresh "
-                         "`python -m pytest` per run")
+                         "`python -m pytest` per run (default with --time-to-failure: its seconds include the start)")
     ap.add_argument("--compile-only", action="store_true",
                     help="cutile on the CPU: only compile each mutant's kernels for sm_90 (no suite run)")
+    t = ap.add_argument_group("time to first failure (mutation/ttf.py)")
+    t.add_argument("--time-to-failure", action="store_true",
+                   help="time each mutant's first failure under the users' fuzz command; append to --results")
+    t.add_argument("--cache", choices=("cold", "warm"), default="cold",
+                   help="cold: empty compile caches per run; warm: each run starts from the unmutated run's caches")
+    t.add_argument("--shard", default="1/1", metavar="I/N", help="run shard I of N of the catalog (default 1/1)")
+    t.add_argument("--results", type=Path, default=Path("ttf.jsonl"), metavar="FILE.jsonl",
+                   help="records are appended here; runs already in it are skipped (default ttf.jsonl)")
+    t.add_argument("--fuzz-seconds", type=float, default=150.0, help="the command's --ssd-fuzz-seconds (default 150)")
+    t.add_argument("--total-s", type=float, default=560.0,
+                   help="start no run that could not end within this many seconds of the start (default 560)")
+    t.add_argument("--profile", default="gpu", help="the command's --hypothesis-profile (default gpu)")
+    t.add_argument("--pytest-args", default="", metavar="ARGS", help="more arguments for the command (one string)")
+    t.add_argument("--ttf-summary", nargs="+", type=Path, metavar="FILE.jsonl",
+                   help="summarize time-to-failure records per catalog and cache (with --md: also write it)")
     args = ap.parse_args(argv)
+    if args.ttf_summary:
+        from mutation import ttf
+        return ttf.summary_main(args.ttf_summary, args.md)
+    if args.time_to_failure and (args.matrix or args.compile_only or args.seeds or args.patch or args.keep):
+        ap.error("--time-to-failure runs the users' command as is: no --matrix, --compile-only, --seeds, --patch, --keep")
+    if args.jobs is None:
+        args.jobs = (os.cpu_count() or 1) if args.time_to_failure else 2
+    if args.jobs < 1:
+        ap.error(f"--jobs: expected a positive number, got {args.jobs}")
+    if args.isolation is None:
+        args.isolation = "process" if args.time_to_failure or not hasattr(os, "fork") else "fork"
     if args.budget_s is None:
-        args.budget_s = 900.0 if args.compile_only else 60.0
+        args.budget_s = 900.0 if args.compile_only else (args.fuzz_seconds + 60.0 if args.time_to_failure else 60.0)
 
     catalog = load_catalog(args.catalog)
     # a catalog's environment (e.g. a config override that puts the code it mutates on the path the
@@ -779,6 +813,19 @@ def main(argv=None) -> int:
         return 0
     for p in problems:
         print(f"catalog problem: {p}", file=sys.stderr)
+    if args.time_to_failure:
+        from mutation import ttf
+        try:
+            shard = ttf.parse_shard(args.shard)
+        except ValueError as e:
+            ap.error(str(e))
+        if args.only:
+            catalog = Catalog(catalog.name, catalog.impl, tuple(catalog.by_id(i) for i in args.only), catalog.env,
+                              catalog.peer)
+        ttf.run(catalog, cache=args.cache, shard=shard, jobs=args.jobs, fuzz_s=args.fuzz_seconds,
+                budget_s=args.budget_s, total_s=args.total_s, results=args.results, profile=args.profile,
+                extra=args.pytest_args, isolation=args.isolation, progress=_ttf_progress)
+        return 0
     if args.compile_only:
         print(f"{catalog.name}: compiling {len(args.only or catalog.mutants)} mutant(s) for {COMPILE_ARCH}, "
               f"{args.jobs} job(s)", file=sys.stderr)
