@@ -14,7 +14,8 @@ and, for time-to-failure runs (mutation/ttf.py), `first_failure`: the first exam
 raised, with `time` (time.time() when it raised: what a fail-fast run can print at once),
 `nodeid`, `examples_run` (examples of every test so far, that one included) and `compiles` (compiles
 so far: `cutile` tileiras runs and `cutile_calls` compiles from the ssdcheck plugin's compile timer
-when it is installed, `triton` kernels compiled into $TRITON_CACHE_DIR since the run started).
+when it is installed, `triton` kernels compiled into $TRITON_CACHE_DIR since the run started); and
+`peer_files`, where the peer modules the adapters load came from (a peer mutant's copy, or not).
 
 It counts through `test.hypothesis.inner_test`, Hypothesis' documented hook for wrapping the inner test
 (pytest-trio uses it), so it needs nothing from ssdcheck's own test code.
@@ -44,8 +45,18 @@ def _flush() -> None:
     if path:
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"tests": _tests, "first_failure": _run["first_failure"]}, f, indent=1)
+            json.dump({"tests": _tests, "first_failure": _run["first_failure"], "peer_files": _peer_files()}, f,
+                      indent=1)
         os.replace(tmp, path)
+
+
+# The peers' modules the adapters load: a peer mutant run must have loaded them from its copy.
+PEER_MODULES = ("tilegym.ops.cutile.mamba2", "mamba_ssm.ops.triton.ssd_combined")
+
+
+def _peer_files() -> dict:
+    import sys
+    return {name: getattr(sys.modules[name], "__file__", None) for name in PEER_MODULES if name in sys.modules}
 
 
 def _triton_kernels() -> int:

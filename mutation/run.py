@@ -305,6 +305,11 @@ def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
     except (OSError, ValueError):
         data = {}
     _classify(out, data.get("tests", {}), text, timed_out, budget_s)
+    if job.peer_root is not None:
+        stray = [f for f in (data.get("peer_files") or {}).values()
+                 if f and not Path(f).resolve().is_relative_to(job.peer_root.resolve())]
+        if stray:
+            out.status, out.error = "invalid", f"the peer was not loaded from the mutated copy: {', '.join(stray)}"
     first = data.get("first_failure")
     if first:
         out.first_failure_s = round(first["time"] - r.start_epoch, 2)
@@ -406,6 +411,9 @@ def _classify(out: Outcome, tests: dict, text: str, timed_out: bool, budget_s: f
     if timed_out:
         out.status = "survived (timeout)"
         out.error = f"still running after {budget_s:g} s"
+    elif out.returncode == 0 and tests and all(t["outcome"] == "skipped" for t in tests.values()):
+        out.status = "invalid"
+        out.error = "every test was skipped (does the implementation need a GPU this host lacks?)"
     elif out.returncode == 0:
         out.status = "survived"
     elif out.returncode == 1 and failed:

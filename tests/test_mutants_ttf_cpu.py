@@ -232,3 +232,33 @@ def test_count_plugin_stamps_the_first_failing_example_not_a_rejected_one(tmp_pa
     b = tests["test_x.py::test_b"]
     assert first["examples_run"] == tests["test_x.py::test_a"]["examples"] + b["first_failure"]
     assert first["compiles"] == {} and first["time"] > 0
+
+
+# ---------------------------------------------------------------- verdicts that would mislead
+
+def _finished(tmp_path, tests, peer_files, returncode=0):
+    from mutation.run import Outcome, _finish, _Job
+    (tmp_path / "peer").mkdir(exist_ok=True)
+    (tmp_path / "report.json").write_text(json.dumps({"tests": tests, "first_failure": None, "peer_files": peer_files}))
+
+    class Done:
+        start, start_epoch = 0.0, 0.0
+    Done.returncode = returncode
+    job = _Job(None, Outcome(id="m", status="invalid"), tmp_path, running=Done(), peer_root=tmp_path / "peer")
+    return _finish(job, timed_out=False, budget_s=10)
+
+
+def test_a_peer_run_that_loaded_the_pristine_package_is_invalid(tmp_path):
+    ok = {"t::a": {"examples": 3, "first_failure": None, "error": None, "problem": None, "outcome": "passed"}}
+    inside = str(tmp_path / "peer" / "mamba_ssm" / "ops" / "triton" / "ssd_combined.py")
+    assert _finished(tmp_path, ok, {"mamba_ssm.ops.triton.ssd_combined": inside}).status == "survived"
+    o = _finished(tmp_path, ok, {"mamba_ssm.ops.triton.ssd_combined": "/tmp/peers/mamba_ssm/ops/triton/ssd_combined.py"})
+    assert o.status == "invalid" and "not loaded from the mutated copy" in o.error
+
+
+def test_a_run_where_every_test_skipped_is_not_a_survivor(tmp_path):
+    skipped = {"t::a": {"examples": 0, "first_failure": None, "error": None, "problem": None, "outcome": "skipped"}}
+    o = _finished(tmp_path, skipped, {})
+    assert o.status == "invalid" and "every test was skipped" in o.error
+    mixed = {**skipped, "t::b": {**skipped["t::a"], "outcome": "passed"}}
+    assert _finished(tmp_path, mixed, {}).status == "survived"
