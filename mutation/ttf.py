@@ -188,7 +188,9 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
         snap = snapshot(ROOT, tmp / "repo")
         peer_snap = code_root(catalog, tmp) if catalog.peer else None
         problems = check_catalog(catalog, peer_snap or snap)
-        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=budget_s, isolation=isolation,
+        # the unmutated runs must finish their fuzz time to pass, whatever cut the mutants get
+        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0),
+                      isolation=isolation,
                       peer=catalog.peer, peer_snap=peer_snap, args=args, deadline=deadline)
         warm = None
         if cache == "warm":
