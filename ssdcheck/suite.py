@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ssdcheck.paths import PROPERTY_TESTS, ROOT, absolute_impl
 
+EXIT_USAGE = 4
+
 DESCRIPTION = """\
 Run ssdcheck's property tests (tests/test_properties.py: every invariant and the float64 oracle
 comparison, on problems Hypothesis draws from what the implementation declares) against --impl.
@@ -25,7 +27,7 @@ elements, worst error and where, the budget) and ends with a command that re-run
 problem; with --ssd-report a one-line summary of the report; with --ssd-baseline an
 "ssdcheck gate" section.
 
-exit codes (pytest's, plus the gate's):
+exit codes: pytest's, and the gate's 6
   0  every test passed (and the gate, if any)
   1  a property failed
   2  interrupted
@@ -66,10 +68,29 @@ def pytest_args(args: argparse.Namespace, passthrough: list[str], cwd: Path) -> 
     return cmd + rest
 
 
+def check_revisions(specs: list[str]) -> str | None:
+    """Why a revision given by path cannot be looked up (a typo, an import error), or None. Registered
+    names are left to the tests: a peer that is not installed skips there with its reason."""
+    from kernels.registry import lookup, registered_names  # noqa: PLC0415 (imports torch)
+    for spec in specs:
+        if spec in registered_names():
+            continue
+        try:
+            lookup(absolute_impl(spec))
+        except ValueError as e:
+            return f"--impl {spec}: {e}"
+    return None
+
+
 def main(argv: list[str]) -> int:
     args, passthrough = build_parser().parse_known_args(argv)
+    cmd = pytest_args(args, passthrough, Path.cwd())
+    problem = check_revisions(args.impl or [])
+    if problem:
+        print(f"ssdcheck test: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     import pytest  # noqa: PLC0415 (not needed for --help)
-    return int(pytest.main(pytest_args(args, passthrough, Path.cwd())))
+    return int(pytest.main(cmd))
 
 
 if __name__ == "__main__":
