@@ -239,9 +239,10 @@ def summarize(out: Path, rc: int, progress: dict) -> int:
         print(f"no report was written (pytest exit {rc}); see {out / 'pytest.log'}")
         return rc or 3
     report = json.loads(report_path.read_text())
-    print(f"\n{'property':40s} {'impl':14s} {'examples':>9s} {'failing':>8s} {'worst share':>12s}")
+    w = max([14, *(len(e["impl"]) for e in report["properties"])])      # a file revision's name is its path
+    print(f"\n{'property':40s} {'impl':{w}s} {'examples':>9s} {'failing':>8s} {'worst share':>12s}")
     for e in report["properties"]:
-        print(f"{e['prop']:40s} {e['impl'][:14]:14s} {e['examples']:9d} {e['failures']:8d} "
+        print(f"{e['prop']:40s} {e['impl']:{w}s} {e['examples']:9d} {e['failures']:8d} "
               f"{_num(e['worst_share']):>12s}")
     failed = [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
     for t in failed:
