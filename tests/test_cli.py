@@ -199,3 +199,13 @@ def test_the_old_fuzz_entry_point_is_an_alias():
     proc = subprocess.run([sys.executable, "-m", "ssdcheck_fuzz", "--help"], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: ssdcheck fuzz")
+
+
+def test_a_file_revision_that_fails_to_import_names_the_file(tmp_path):
+    from kernels.registry import lookup
+    (tmp_path / "bad.py").write_text("import no_such_module_here\n")
+    with pytest.raises(ValueError, match=r"^impl: importing '.*bad.py' failed \(ModuleNotFoundError"):
+        lookup(f"{tmp_path / 'bad.py'}:forward")
+    (tmp_path / "sibling.py").write_text("VALUE = 3\n")
+    (tmp_path / "uses_sibling.py").write_text("from sibling import VALUE\n\ndef forward(**kw):\n    return VALUE\n")
+    assert lookup(f"{tmp_path / 'uses_sibling.py'}:forward").fn() == 3     # its own directory imports
