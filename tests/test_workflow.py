@@ -196,7 +196,7 @@ def test_a_bad_step_is_caught(pytest_options):
 
 
 def test_shell_commands_splits_a_script():
-    script = 'a=1 python3 -m x --y "$Z" >> "$OUT" 2>&1 && cp a b\nif [ -f f ]; then echo ${{ github.sha }}; fi | tee l'
+    script = 'a=1 python3 -m x --y "$Z" >> "$LOG" 2>&1 && cp a b\nif [ -f f ]; then echo ${{ github.sha }}; fi | tee l'
     assert shell_commands(script) == [["python3", "-m", "x", "--y", "$Z"], ["cp", "a", "b"], ["[", "-f", "f", "]"],
                                       ["echo", "EXPR"], ["tee", "l"]]
 
