@@ -19,7 +19,8 @@ Run ssdcheck's property tests (tests/test_properties.py: every invariant and the
 comparison, on problems Hypothesis draws from what the implementation declares) against --impl.
 pytest runs underneath: every option not listed here goes to pytest unchanged (-k, -x, -n 2,
 --hypothesis-profile=gpu, --ssd-report out.json, --ssd-baseline main.json, --junitxml ...).
-Test paths starting with tests/ are taken inside the repository (e.g. tests/test_oracles.py)."""
+Test paths starting with tests/ are taken inside the repository (e.g. tests/test_oracles.py).
+pytest's own options, and the ssdcheck plugin's (--ssd-*): python3 -m pytest --help in the repository."""
 
 EPILOG = """\
 prints: pytest's output; a failing example reads like torch.testing.assert_close (mismatched
