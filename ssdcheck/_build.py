@@ -3,8 +3,10 @@
 ssdcheck runs from its checkout (tests/, conftest.py, tolerances.toml and the top-level packages
 kernels, oracles, properties, ... belong together), and a regular wheel would put those generic
 names into site-packages, where a `kernels` distribution from PyPI already lives. So this backend
-builds only editable wheels: a .pth file that puts the checkout on sys.path, the `ssdcheck` console
-script and the metadata; a regular wheel (`pip install .`) fails with a message saying what to run.
+builds only editable wheels, and even those expose one name: a .pth file imports a small finder
+module that resolves the top-level `ssdcheck` package to the checkout (nothing else of it becomes
+importable; the `ssdcheck` command puts the checkout on sys.path for its own run), plus the console
+script and the metadata. A regular wheel (`pip install .`) fails with a message saying what to run.
 """
 from __future__ import annotations
 
@@ -50,6 +52,28 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
+FINDER = "_ssdcheck_checkout"
+FINDER_SOURCE = '''"""Editable install of ssdcheck (written by ssdcheck/_build.py): `import ssdcheck` finds the
+package in the checkout at ROOT; no other top-level name of the checkout is importable through it."""
+import importlib.machinery
+import sys
+
+ROOT = {root!r}
+
+
+class SsdcheckCheckoutFinder:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "ssdcheck":
+            return importlib.machinery.PathFinder.find_spec(name, [ROOT])
+        return None
+
+
+if not any(getattr(f, "__name__", "") == "SsdcheckCheckoutFinder" for f in sys.meta_path):
+    sys.meta_path.append(SsdcheckCheckoutFinder)
+'''
+
+
 def _dist_info_files(project: dict) -> dict[str, bytes]:
     return {"METADATA": _metadata(project).encode(), "entry_points.txt": _entry_points(project).encode(),
             "WHEEL": b"Wheel-Version: 1.0\nGenerator: ssdcheck._build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
@@ -85,7 +109,8 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     project = _project()
     base = _dist_name(project)
-    files = {f"{project['name']}_checkout.pth": f"{ROOT}\n".encode()}
+    files = {f"{FINDER}.pth": f"import {FINDER}\n".encode(),
+             f"{FINDER}.py": FINDER_SOURCE.format(root=str(ROOT)).encode()}
     files.update({f"{base}.dist-info/{name}": data for name, data in _dist_info_files(project).items()})
     record_name = f"{base}.dist-info/RECORD"
     record = "".join(_record_line(n, d) + "\n" for n, d in files.items()) + f"{record_name},,\n"
