@@ -3,16 +3,21 @@
 A `KernelInfo` says what an implementation supports; strategies read it so a kernel is only given
 problems it claims to handle, and `check_supported` turns anything else into a clear error.
 
-Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`) or an import
-path `package.module:function` for any user revision. Such a function declares its capabilities
+Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`), an import
+path `package.module:function` for any user revision, or a file `path/to/file.py:function` (relative
+to the current directory). Such a function declares its capabilities
 with a `KernelInfo` in its `ssd_info` attribute; without one it gets `default_info`, which assumes the
 full contract of `mamba_chunk_scan_combined` on CUDA (so a revision is never silently under-tested).
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -185,15 +190,48 @@ def default_info(fn: Callable, name: str) -> KernelInfo:
     return KernelInfo(name=name, fn=fn, device="cuda", notes="undeclared: assumed full contract")
 
 
-def _import_attr(path: str, what: str):
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"{what}: expected a registered name {registered_names()} or "
-                         f"'package.module:function', got {path!r}")
+def split_file_spec(spec: str) -> tuple[str, str] | None:
+    """(file, attribute) of a `path/to/file.py:function` spec; None for any other spec."""
+    path, sep, attr = spec.rpartition(":")
+    return (path, attr) if sep and path.endswith(".py") else None
+
+
+def _load_file(path: str, what: str):
+    """Import a Python file as a module of its own (its directory first on sys.path while it loads,
+    so its sibling modules import); the same file gives the same module on every lookup."""
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise ValueError(f"{what}: no such file {path!r} (resolved to {file}); expected path/to/file.py:function")
+    name = f"ssdcheck_impl_{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module            # before exec: dataclasses and pickling look modules up by name
+    sys.path.insert(0, str(file.parent))
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"{what}: cannot import module {module_name!r} ({e})") from e
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise ValueError(f"{what}: importing {str(file)!r} failed ({type(e).__name__}: {e})") from e
+    finally:
+        sys.path.remove(str(file.parent))
+    return module
+
+
+def _import_attr(path: str, what: str):
+    in_file = split_file_spec(path)
+    if in_file:
+        (module_name, attr), module = in_file, _load_file(in_file[0], what)
+    else:
+        module_name, _, attr = path.partition(":")
+        if not module_name or not attr:
+            raise ValueError(f"{what}: expected a registered name {registered_names()}, "
+                             f"'package.module:function' or 'path/to/file.py:function', got {path!r}")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ValueError(f"{what}: cannot import module {module_name!r} ({e})") from e
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -203,15 +241,15 @@ def _import_attr(path: str, what: str):
 
 
 def lookup(spec: str) -> KernelInfo:
-    """A KernelInfo for a registered name or a `package.module:function` path."""
+    """A KernelInfo for a registered name, a `package.module:function` or a `path/to/file.py:function`."""
     if not isinstance(spec, str) or not spec:
-        raise ValueError(f"impl: expected a registered name {registered_names()} or "
-                         f"'package.module:function', got {spec!r}")
+        raise ValueError(f"impl: expected a registered name {registered_names()}, "
+                         f"'package.module:function' or 'path/to/file.py:function', got {spec!r}")
     if spec in _REGISTERED:
         return _import_attr(_REGISTERED[spec], f"impl {spec!r}")
     if ":" not in spec:
         raise ValueError(f"impl: unknown implementation {spec!r}; registered: {', '.join(registered_names())}; "
-                         f"or give 'package.module:function'")
+                         f"or give 'package.module:function' or 'path/to/file.py:function'")
     obj = _import_attr(spec, "impl")
     if isinstance(obj, KernelInfo):
         return obj

@@ -1,91 +1,11 @@
-"""Markdown summary of an ssdcheck JSON report: per-property examples, failures, worst share of the
-tolerance used, and the feature tallies a GPU gate report must show.
+"""Alias of `ssdcheck report FILE` (ssdcheck/summary.py), for the GPU job scripts:
 
     python3 scripts/summarize_report.py out/report.json
 """
-from __future__ import annotations
-
-import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ssdcheck.summary import main  # noqa: E402 (after the path)
 
-FEATURE_FLOOR = 0.10   # strategies.tally: each feature in at least 10% of a GPU gate's examples
-
-
-def thin_features(fraction: dict[str, float], floor: float = FEATURE_FLOOR) -> dict[str, float]:
-    """The tallied features fewer than `floor` of the examples had: code paths the run barely reached
-    (session 16: whole chunks without seq_idx at 6.8%, and two mutants of that path survived)."""
-    return {k: v for k, v in fraction.items() if v < floor}
-
-
-def missing_report(path: str) -> str:
-    """What to say when the run left no report: pytest was killed first (the job's time limit: a hang,
-    or a budget too short for its compiles), and the watch files beside the path say where it waited."""
-    report = Path(path)
-    files = sorted(report.parent.glob(f"{report.stem}.stall-*.txt")) + sorted(report.parent.glob(f"{report.stem}.hang-*.txt"))
-    lines = [f"# no ssdcheck report at {path}\n",
-             "pytest ended before writing it: killed at the job's time limit (a hung example, or a budget too short "
-             "for a cold compile cache). Stall and hang files beside it (a hang file's dump names the stuck test):\n"]
-    for f in files:
-        text = f.read_text()
-        heads = [ln for ln in text.splitlines() if ln.startswith(("ssdcheck stall:", "ssdcheck hang watch:", "Timeout ("))]
-        lines.append(f"- `{f}`: " + ("; ".join(heads[-3:]) or "(empty)"))
-    if not files:
-        lines.append("- none: no example outran its stall grace or the hang timer before the kill")
-    return "\n".join(lines) + "\n"
-
-
-def main(path: str) -> None:
-    if not Path(path).exists():
-        print(missing_report(path))
-        sys.exit(3)
-    r = json.load(open(path))
-    meta = r["meta"]
-    gpu = meta.get("gpu") or {}
-    print(f"# ssdcheck run {meta['created']}\n")
-    print(f"- GPU: {', '.join(d.get('name', '?') for d in gpu.get('devices', [])) or 'none'}; "
-          f"driver {gpu.get('driver')}; versions {meta.get('versions')}")
-    print(f"- profile: {meta['hypothesis']['profile']} (max_examples {meta['hypothesis']['max_examples']}); "
-          f"command: {' '.join(meta['command'])}")
-    s = r["summary"]
-    print(f"- tests: {s['tests']}; examples {s['examples']}; failing examples {s['failures']}; "
-          f"worst share {s['worst_share']:.3g} at {s['worst']}\n")
-    for f in ((meta.get("fuzz") or {}).get("stall_reports") or []):   # the stall watchdog's files
-        if ".hang-" in Path(f).name:
-            print(f"- **hang**: an example ran past --ssd-hang-seconds; its stacks: `{f}`\n")
-        else:
-            print(f"- **stall**: an example overran its time share; where it waited: `{f}`\n")
-    print("| impl | property | examples | failures | worst share of tolerance |")
-    print("| --- | --- | ---: | ---: | ---: |")
-    for p in r["properties"]:
-        print(f"| {p['impl']} | {p['prop']} | {p['examples']} | {p['failures']} | {p['worst_share']:.3g} |")
-    print("\nPer test (a test cut by the time budget ran fewer examples than its profile asks):\n")
-    print("Seconds: the call, then where it went (ssd_seconds.*): inputs generated, the implementation "
-          "(compiles included, also shown apart), the float64 reference, comparing.\n")
-    print("| test | outcome | examples | cut by budget | seconds | inputs | impl | compile | reference | compare |")
-    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for t in r["tests"]:
-        up = t.get("properties", {})
-        sec = [up.get(f"ssd_seconds.{k}") for k in ("inputs", "impl", "compile", "reference", "compare")]
-        sec = " | ".join("" if v is None else f"{float(v):.0f}" for v in sec)
-        print(f"| {t['nodeid'].split('::')[-1]} | {t['outcome']} | {up.get('ssd_examples', '')} | "
-              f"{'yes' if up.get('ssd_cut_by_budget') else ''} | {t.get('call_duration', 0):.0f} | {sec} |")
-    print("\nFeature tallies (fraction of examples):\n")
-    for impl, t in r["tallies"].items():
-        fr = ", ".join(f"{k} {v:.1%}" for k, v in t["fraction"].items())
-        print(f"- {impl}: {t['examples']} examples: {fr}")
-        thin = thin_features(t["fraction"])
-        if thin:
-            print(f"  - **under {FEATURE_FLOOR:.0%}** (barely reached): "
-                  + ", ".join(f"{k} {v:.1%}" for k, v in thin.items()))
-    print("\nWorst error per output:\n")
-    print("| impl | property | output | dtype | examples | max abs | worst share |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: |")
-    for x in r["results"]:
-        print(f"| {x['impl']} | {x['prop']} | {x['output']} | {x['dtype']} | {x['examples']} | "
-              f"{x['max_abs']:.3g} | {x.get('share', float('nan')):.3g} |")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
+sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,5 @@
-"""Fuzz a kernel revision for a time budget; replay the failures it saved.
+"""Alias of `ssdcheck fuzz` (ssdcheck/fuzz.py), kept so that older job scripts keep working:
 
-    python -m ssdcheck_fuzz --impl NAME|module:function --minutes 10 [--props causality,matches_oracle]
-    python -m ssdcheck_fuzz replay FILE [--impl NAME|module:function]
-
-See docs/jobs.md ("Fuzz a new kernel revision") and ssdcheck_fuzz/cli.py.
+    python -m ssdcheck_fuzz --impl NAME --minutes 10     ->  ssdcheck fuzz --impl NAME --minutes 10
+    python -m ssdcheck_fuzz replay FILE                  ->  ssdcheck replay FILE
 """

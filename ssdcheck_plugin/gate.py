@@ -54,14 +54,16 @@ def _g(x: float) -> str:
     return "inf" if x == float("inf") else f"{x:.3g}"
 
 
-def load_baseline(path: str | Path) -> dict[tuple, dict]:
-    """Rows of a report file keyed on (impl, prop, output, dtype); raises ValueError on a bad file."""
+def load_baseline(path: str | Path, what: str = "--ssd-baseline") -> dict[tuple, dict]:
+    """Rows of a report file keyed on (impl, prop, output, dtype); raises ValueError on a bad file,
+    naming the argument `what` that gave it."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"--ssd-baseline {path}: cannot read a report ({e})") from None
-    if not str(data.get("schema", "")).startswith("ssdcheck-report/"):
-        raise ValueError(f"--ssd-baseline {path}: not an ssdcheck report (schema={data.get('schema')!r})")
+        raise ValueError(f"{what} {path}: cannot read a report ({e})") from None
+    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("ssdcheck-report/"):
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise ValueError(f"{what} {path}: not an ssdcheck report (schema={schema!r})")
     rows = {}
     for r in data.get("results", []):
         rows[tuple(r[k] for k in ROW_KEY)] = r

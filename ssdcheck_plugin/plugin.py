@@ -9,7 +9,7 @@
     --ssd-fuzz-seconds S           stop each Hypothesis run so the session takes about S seconds
     --ssd-stall-seconds S          ... and report an example still running S s past its share (default 20)
     --ssd-hang-seconds S           ... and dump the stacks of an example running S s, GIL or not (default 180)
-    --ssd-progress PATH.json       live counters for `python -m ssdcheck_fuzz`
+    --ssd-progress PATH.json       live counters for `ssdcheck fuzz`
     --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
 
@@ -61,7 +61,7 @@ def pytest_addoption(parser):
                      "faulthandler (works while a C call holds the GIL, where the stall report cannot) to "
                      "<report>.hang-<worker>.txt; 0: never")
     g.addoption("--ssd-fuzz-until", metavar="EPOCH", type=float, default=None,
-                help="time budget as an absolute time.time() deadline (used by python -m ssdcheck_fuzz)")
+                help="time budget as an absolute time.time() deadline (used by ssdcheck fuzz)")
     g.addoption("--ssd-progress", metavar="PATH", default=None,
                 help="keep live progress counters in this JSON file (per xdist worker: PATH.gwN)")
     g.addoption("--ssd-hypothesis-db", metavar="DIR", default=None,
@@ -448,7 +448,7 @@ class SSDState:
         if self.reproducers:
             tr.section("ssdcheck reproducers")
             for r in self.reproducers:
-                tr.write_line(f"{r['nodeid']}: python -m ssdcheck_fuzz replay {r['path']}")
+                tr.write_line(f"{r['nodeid']}: python -m ssdcheck replay {r['path']}")
         if self.gate is not None:
             regs, g = self.gate_regressions, self.gate
             tr.section("ssdcheck gate", red=bool(regs), green=not regs)

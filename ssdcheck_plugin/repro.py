@@ -10,7 +10,7 @@ A reproducer is a `torch.save`d dict (format "ssdcheck-repro/1"):
     meta                       host, GPU, versions (small)
     replay, pytest             the two commands that re-run it
 
-`python -m ssdcheck_fuzz replay FILE` loads it, looks the implementation up again (or another one
+`ssdcheck replay FILE` loads it, looks the implementation up again (or another one
 with --impl), runs the property on the saved tensors, prints the comparison next to the recorded one,
 and exits 0 when the check now passes, 1 when it still fails.
 """
@@ -40,7 +40,7 @@ def _comparison_dict(c) -> dict:
 
 
 def replay_command(path: str | Path) -> str:
-    return f"python -m ssdcheck_fuzz replay {shlex.quote(str(path))}"
+    return f"python -m ssdcheck replay {shlex.quote(str(path))}"
 
 
 def pytest_command(impl_spec: str, prop: str, problem_repr: str,

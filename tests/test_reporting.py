@@ -1,7 +1,7 @@
 """The tooling around the properties: JSON report, JUnit properties, merge gate, fuzzer, reproducers,
 xdist GPU pinning and the cuTile compile cache. All on the CPU, against torch-ref and a planted bug.
 
-End-to-end checks run pytest (or `python -m ssdcheck_fuzz`) in a subprocess with the `cpu` profile
+End-to-end checks run pytest (or `python -m ssdcheck fuzz`) in a subprocess with the `cpu` profile
 (derandomized, so two runs draw the same examples); the rest are unit tests of ssdcheck_plugin.
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def test_aggregate_merges_worker_outputs_like_one_process():
 def fuzz_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("fuzz")
     t0 = time.time()
-    proc = run("-m", "ssdcheck_fuzz", "--impl", BROKEN, "--seconds", "6", "--props", "causality,matches_oracle",
+    proc = run("-m", "ssdcheck", "fuzz", "--impl", BROKEN, "--seconds", "6", "--props", "causality,matches_oracle",
                "--out", str(d / "out"), "--db", str(d / "db"))
     return d, proc, time.time() - t0
 
@@ -252,7 +252,7 @@ def test_fuzz_runs_for_its_budget_and_saves_the_failure(fuzz_run):
     assert wall < 6 + 60, wall
     files = list((out / "failures").glob("*.pt"))
     assert len(files) == 1 and r["reproducers"][0]["path"] == str(files[0])
-    assert f"python -m ssdcheck_fuzz replay {files[0]}" in proc.stdout
+    assert f"python -m ssdcheck replay {files[0]}" in proc.stdout
     assert any((d / "db").rglob("*")), "the example database keeps the failure"
     assert "worst share" in proc.stderr and "failures 1 tests" in proc.stderr   # the progress line
     prog = read_progress(out / "progress.json")
@@ -269,7 +269,7 @@ def test_reproducer_is_self_contained_and_replays(fuzz_run):
     lines: list[str] = []
     assert repro.replay(path, out=lines.append) == 1 and "still fails" in lines[-1]
     assert repro.replay(path, "torch-ref", out=lines.append) == 0      # the fixed kernel passes
-    proc = run("-m", "ssdcheck_fuzz", "replay", str(path))
+    proc = run("-m", "ssdcheck_fuzz", "replay", str(path))        # the old entry point, an alias
     assert proc.returncode == 1 and "FAILED: the check still fails" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -281,7 +281,7 @@ def eval_problem(text: str) -> SSDProblem:
 def test_next_fuzz_run_replays_the_saved_failure_first(fuzz_run):
     """With a budget too short to find anything new, the database still brings the bug back."""
     d, _, _ = fuzz_run
-    proc = run("-m", "ssdcheck_fuzz", "--impl", BROKEN, "--seconds", "1", "--props", "matches_oracle",
+    proc = run("-m", "ssdcheck", "fuzz", "--impl", BROKEN, "--seconds", "1", "--props", "matches_oracle",
                "--out", str(d / "again"), "--db", str(d / "db"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     r = _strict_json(d / "again" / "report.json")

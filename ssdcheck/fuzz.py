@@ -1,4 +1,4 @@
-"""`python -m ssdcheck_fuzz`: fuzz a kernel revision for a time budget, then replay what failed.
+"""`ssdcheck fuzz`: fuzz a kernel revision for a time budget (replay what failed: `ssdcheck replay`).
 
 Fuzzing runs the property tests (tests/test_properties.py) in one pytest process with the `fuzz`
 Hypothesis profile and ssdcheck's plugin options:
@@ -12,7 +12,7 @@ Hypothesis profile and ssdcheck's plugin options:
 pytest runs in a child process so that a kernel that crashes the process (an illegal address on
 the GPU, a segfault) ends the run with a message instead of taking the driver down; its output goes
 to OUT/pytest.log. Exit status: pytest's (0 nothing failed, 1 a property failed, 2 interrupted, ...)
-or 128+N when the child died of signal N.
+or 128+N when the child died of signal N. `python -m ssdcheck_fuzz` is an alias of this command.
 """
 from __future__ import annotations
 
@@ -29,37 +29,31 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from ssdcheck.paths import PROPERTY_TESTS, ROOT, absolute_impl
+
 DEFAULT_DB = ".ssdcheck-cache/hypothesis"
-TEST_FILE = "tests/test_properties.py"
+TEST_FILE = str(PROPERTY_TESTS.relative_to(ROOT))
+DESCRIPTION = """\
+Fuzz an SSD forward implementation with ssdcheck's property tests for a time budget, split evenly
+over the selected tests, with the fuzz Hypothesis profile (thousands of examples, steered towards
+the largest share of the error budget). Failing examples are kept in an example database and
+replayed first next time. Arguments after -- go to pytest."""
+EPILOG = """\
+prints: the pytest command, a live progress line (examples, properties, tests done, failures, the
+worst share of the tolerance so far and where; every 30 s when stderr is not a terminal), then a
+table per property (examples, failing, worst share), the failing tests, one `python -m ssdcheck replay FILE`
+line per reproducer, the feature tallies and where the report, junit and log are.
 
+exit codes:
+  0      no property failed
+  1      a property failed (its reproducer is under OUT/failures)
+  2      interrupted (Ctrl-C, or a run still shrinking --grace seconds past the budget)
+  3-5    pytest internal error, usage error, no tests collected
+  128+N  the pytest process died of signal N (e.g. 139: a segfault); the crashing example is not saved
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    if argv[:1] == ["replay"]:
-        return replay_main(argv[1:])
-    return fuzz_main(argv)
-
-
-# ---------------------------------------------------------------------------------------- replay
-
-def replay_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ssdcheck_fuzz replay",
-                                 description="Re-run exactly the check saved in a reproducer file. "
-                                             "Exit 0: it passes now; 1: it still fails.")
-    ap.add_argument("file", help="a .pt file written by the fuzzer or by pytest --ssd-repro-dir")
-    ap.add_argument("--impl", default=None,
-                    help="run it on this implementation instead of the recorded one (name or module:function)")
-    args = ap.parse_args(argv)
-    sys.path.insert(0, os.getcwd())
-    from ssdcheck_plugin.repro import replay
-    try:
-        return replay(args.file, args.impl)
-    except (OSError, ValueError) as e:
-        print(f"replay: {e}", file=sys.stderr)
-        return 4
+examples:
+  ssdcheck fuzz --impl mypkg.ssd:forward --minutes 10
+  ssdcheck fuzz --impl cutile --minutes 60 --props matches_oracle,seq_idx_packing -n auto --out out/fuzz"""
 
 
 # ---------------------------------------------------------------------------------------- fuzz
@@ -126,18 +120,12 @@ def build_command(args, out: Path, db: Path, until: float, tests: list[str]) -> 
     return cmd + list(args.pytest_args)
 
 
-def fuzz_main(argv: list[str]) -> int:
-    pytest_args: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, pytest_args = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(
-        prog="python -m ssdcheck_fuzz",
-        description="Fuzz an SSD forward implementation with ssdcheck's property tests for a time budget. "
-                    "Arguments after -- go to pytest.",
-        epilog="replay a saved failure: python -m ssdcheck_fuzz replay FILE")
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ssdcheck fuzz", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--impl", action="append", required=True,
-                    help="implementation under test: a registered name or package.module:function (repeatable)")
+                    help="implementation under test (repeatable): a registered name, package.module:function "
+                         "or path/to/file.py:function")
     budget = ap.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, default=None, help="time budget (default 10)")
     budget.add_argument("--seconds", type=float, default=None, help="time budget in seconds")
@@ -153,6 +141,15 @@ def fuzz_main(argv: list[str]) -> int:
     ap.add_argument("--grace", type=float, default=None,
                     help="seconds a failure may keep shrinking past the budget before the run is "
                          "interrupted (default max(60, budget/4))")
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    pytest_args: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, pytest_args = argv[:i], argv[i + 1:]
+    ap = build_parser()
     args = ap.parse_args(argv)
     args.pytest_args = pytest_args
     seconds = args.seconds if args.seconds is not None else 60.0 * (args.minutes if args.minutes is not None else 10.0)
@@ -161,6 +158,7 @@ def fuzz_main(argv: list[str]) -> int:
     grace = args.grace if args.grace is not None else max(60.0, seconds / 4)
 
     cwd = Path.cwd()
+    args.impl = [absolute_impl(spec, cwd) for spec in args.impl]     # the child runs in ROOT
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "+".join(args.impl))[:60]
     out = Path(args.out) if args.out else ROOT / ".ssdcheck-cache" / "fuzz" / f"{stamp}-{slug}"
@@ -173,8 +171,7 @@ def fuzz_main(argv: list[str]) -> int:
     t0 = time.time()
     until = t0 + seconds
     cmd = build_command(args, out, db, until, tests)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(cwd), str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env = dict(os.environ)          # its PYTHONPATH has ROOT and cwd (ssdcheck.paths.make_importable)
     env.pop("HYPOTHESIS_PROFILE", None)
     saved = count_db_entries(db)
     print(f"fuzzing {', '.join(args.impl)} for {_fmt_time(seconds)} "
@@ -242,9 +239,10 @@ def summarize(out: Path, rc: int, progress: dict) -> int:
         print(f"no report was written (pytest exit {rc}); see {out / 'pytest.log'}")
         return rc or 3
     report = json.loads(report_path.read_text())
-    print(f"\n{'property':40s} {'impl':14s} {'examples':>9s} {'failing':>8s} {'worst share':>12s}")
+    w = max([14, *(len(e["impl"]) for e in report["properties"])])      # a file revision's name is its path
+    print(f"\n{'property':40s} {'impl':{w}s} {'examples':>9s} {'failing':>8s} {'worst share':>12s}")
     for e in report["properties"]:
-        print(f"{e['prop']:40s} {e['impl'][:14]:14s} {e['examples']:9d} {e['failures']:8d} "
+        print(f"{e['prop']:40s} {e['impl']:{w}s} {e['examples']:9d} {e['failures']:8d} "
               f"{_num(e['worst_share']):>12s}")
     failed = [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
     for t in failed:
@@ -252,7 +250,7 @@ def summarize(out: Path, rc: int, progress: dict) -> int:
     if report["reproducers"]:
         print("\nreproducers (each re-runs exactly one failing check):")
         for r in report["reproducers"]:
-            print(f"  python -m ssdcheck_fuzz replay {r['path']}")
+            print(f"  python -m ssdcheck replay {r['path']}")
     tally = report.get("tallies", {})
     for impl, t in tally.items():
         fr = ", ".join(f"{f} {100 * v:.0f}%" for f, v in t["fraction"].items())

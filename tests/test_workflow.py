@@ -1,0 +1,209 @@
+"""The committed workflow (.github/workflows/ssdcheck.yml) only runs commands that exist here, and
+docs/jobs.md shows that file, not a variant.
+
+Every `run:` step is split into shell commands; each must be an `ssdcheck` subcommand whose options
+its parser accepts (`ssdcheck test`'s other options: ones pytest with ssdcheck's plugin defines), a
+Python module or script of this repository, pip on an existing requirements file, or one of a few
+shell utilities. `test_a_bad_step_is_caught` shows each kind of rot failing.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ssdcheck import cli, mutants, suite
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "ssdcheck.yml"
+SHELL_TOOLS = {"mkdir", "cp", "echo", "test", "[", "cat", "tee"}
+SHELL_WORDS = {"if", "then", "else", "elif", "fi", "do", "done", "!"}
+
+
+@pytest.fixture(scope="module")
+def pytest_options(pytestconfig) -> set[str]:
+    """Every option of this pytest session's parser: pytest's, xdist's, Hypothesis's and the ones
+    conftest.py and ssdcheck_plugin add (the session running these tests has them all loaded)."""
+    parser = pytestconfig._parser
+    names = {name for group in [parser._anonymous, *parser._groups] for o in group.options for name in o.names()}
+    assert {"--junitxml", "-n", "--hypothesis-profile", "--impl", "--ssd-report"} <= names
+    return names
+
+
+def run_steps(workflow: dict) -> list[tuple[str, str]]:
+    """(job: step, script) of every run step, with the job's and step's env variables filled in (an
+    option's value must parse: --minutes "$FUZZ_MINUTES")."""
+    out = []
+    for job, spec in workflow["jobs"].items():
+        for step in spec["steps"]:
+            if "run" in step:
+                env = {**workflow.get("env", {}), **spec.get("env", {}), **step.get("env", {})}
+                script = re.sub(r"\$\{?(\w+)\}?", lambda m: str(env.get(m.group(1), m.group(0))), step["run"])
+                out.append((f"{job}: {step.get('name', step['run'].splitlines()[0])}", script))
+    return out
+
+
+def shell_commands(script: str) -> list[list[str]]:
+    """The simple commands of a step's script: continuations joined, split at ; && || | and newlines,
+    redirections, shell keywords and leading VAR=value assignments dropped."""
+    script = re.sub(r"\$\{\{.*?\}\}", "EXPR", script).replace("\\\n", " ")
+    commands: list[list[str]] = []
+    for line in script.splitlines():
+        line = re.sub(r"\d*>&\d+", " ", line)                                   # 2>&1
+        line = re.sub(r"\d*(>>|>|<)\s*(\"[^\"]*\"|'[^']*'|\S+)", " ", line)        # >> "$FILE"
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        words: list[str] = []
+        for tok in [*lexer, ";"]:
+            if tok and set(tok) <= set(";&|"):
+                commands.append(words)
+                words = []
+            else:
+                words.append(tok)
+    for words in commands:
+        while words and (words[0] in SHELL_WORDS or re.match(r"^[A-Za-z_]\w*=", words[0])):
+            words.pop(0)
+    return [c for c in commands if c]
+
+
+def _options(args: list[str]) -> list[str]:
+    return [a.split("=", 1)[0] for a in args if a.startswith("-") and a != "--"]
+
+
+def _unknown_pytest_options(args: list[str], known: set[str]) -> list[str]:
+    # combined short flags (-rfEs) are checked by their first letter
+    return [o for o in _options(args) if o not in known and not (not o.startswith("--") and o[:2] in known)]
+
+
+def check_ssdcheck(args: list[str], pytest_options: set[str]) -> list[str]:
+    if not args or args[0] not in cli.SUBCOMMANDS:
+        return [f"ssdcheck has no subcommand {args[0] if args else '(none)'!r}"]
+    name, rest = args[0], args[1:]
+    if name == "test":
+        _, passthrough = suite.build_parser().parse_known_args(rest)
+        bad = _unknown_pytest_options(passthrough, pytest_options)
+        return [f"ssdcheck test: pytest has no option {o}" for o in bad]
+    if name == "mutants":
+        known = set(re.findall(r"(--?[A-Za-z][\w-]*)", mutants.build_parser().runner_help))
+        return [f"ssdcheck mutants: no option {o}" for o in _options(rest) if o not in known]
+    if "--" in rest:                                   # ssdcheck fuzz ... -- PYTEST OPTIONS
+        i = rest.index("--")
+        rest, after = rest[:i], rest[i + 1:]
+        bad = [f"ssdcheck {name} -- : pytest has no option {o}" for o in _unknown_pytest_options(after, pytest_options)]
+        if bad:
+            return bad
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            cli.load(name).build_parser().parse_args(rest)
+    except SystemExit:
+        return [f"ssdcheck {name}: {err.getvalue().strip().splitlines()[-1]}"]
+    return []
+
+
+def _module_exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def check_command(words: list[str], pytest_options: set[str]) -> list[str]:
+    """What is wrong with one command of a step, as messages ([] when it exists as called)."""
+    prog, args = words[0], words[1:]
+    if prog == "ssdcheck":
+        return check_ssdcheck(args, pytest_options)
+    if prog in ("python", "python3"):
+        if args[:1] == ["-m"] and len(args) > 1:
+            module, rest = args[1], args[2:]
+            if module == "ssdcheck":
+                return check_ssdcheck(rest, pytest_options)
+            if module == "pytest":
+                return [f"pytest has no option {o}" for o in _unknown_pytest_options(rest, pytest_options)]
+            if module == "pip":
+                reqs = [rest[i + 1] for i, a in enumerate(rest[:-1]) if a in ("-r", "--requirement")]
+                return [f"pip: no requirements file {r}" for r in reqs if not (ROOT / r).is_file()]
+            return [] if _module_exists(module) else [f"no module {module} in the repository"]
+        return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
+    if prog in ("bash", "sh"):
+        return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
+    if prog.startswith(("scripts/", "./scripts/")):
+        return [] if (ROOT / prog).is_file() else [f"no script {prog} in the repository"]
+    if prog in SHELL_TOOLS:
+        return []
+    return [f"unknown command {prog!r}"]
+
+
+def check_workflow(text: str, pytest_options: set[str]) -> list[str]:
+    problems = []
+    for where, script in run_steps(yaml.safe_load(text)):
+        for words in shell_commands(script):
+            problems += [f"{where}: {p} (in: {shlex.join(words)})" for p in check_command(words, pytest_options)]
+    return problems
+
+
+# ---------------------------------------------------------------------------------------- the tests
+
+def test_every_run_step_calls_a_command_that_exists(pytest_options):
+    text = WORKFLOW.read_text()
+    assert check_workflow(text, pytest_options) == []
+    workflow = yaml.safe_load(text)
+    assert set(workflow["jobs"]) == {"cpu", "gpu-gate", "fuzz"}
+    called = [shlex.join(c) for _, s in run_steps(workflow) for c in shell_commands(s)]
+    # the jobs: the README's two commands on the CPU, the gate on the GPU, the nightly fuzz
+    assert "python3 -m pip install -r requirements-cpu.txt" in called
+    assert any(c.startswith("python3 -m ssdcheck test --all") for c in called)
+    assert any(c.startswith("python3 -m ssdcheck gate out/gpu.json --baseline") for c in called)
+    assert any(c.startswith("python3 -m ssdcheck fuzz --impl cutile") for c in called)
+    assert workflow[True]["schedule"] and workflow["jobs"]["fuzz"]["if"] == "github.event_name == 'schedule'"
+    assert workflow["jobs"]["gpu-gate"]["runs-on"] == ["self-hosted", "linux", "gpu"]
+    caches = [s["with"]["path"] for s in workflow["jobs"]["gpu-gate"]["steps"] if "cache" in s.get("uses", "")]
+    assert ".ssdcheck-cache/cutile" in caches and "baseline/gpu.json" in caches
+
+
+def test_the_cpu_job_runs_the_readmes_two_commands_as_ci_does():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    install, test = [s["run"] for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["cpu"]["steps"] if "run" in s]
+    assert install in readme and test in readme
+    assert re.search(r"^python3 -m pip install [^\n]*-r requirements-cpu.txt$", ci, re.M) and f"\n{test}\n" in ci
+
+
+def test_a_bad_step_is_caught(pytest_options):
+    bad = WORKFLOW.read_text().replace("python3 -m ssdcheck gate out/gpu.json --baseline", "python3 -m ssdcheck gates out/gpu.json --baseline")
+    bad += """
+  extra:
+    runs-on: ubuntu-latest
+    steps:
+      - run: python3 -m ssdcheck test --impl cutile --ssd-baseliine b.json -n 2
+      - run: |
+          python3 -m ssdcheck fuzz --impl cutile --minuts 5 && bash scripts/gpu_nothing.sh
+          python3 -m bench.nothing --out x; frobnicate --all
+      - run: python3 -m pip install -r requirements-gpu.txt
+      - run: python3 -m ssdcheck fuzz --impl cutile -- --ssd-nope 1
+"""
+    problems = check_workflow(bad, pytest_options)
+    expected = ["ssdcheck has no subcommand 'gates'", "ssdcheck test: pytest has no option --ssd-baseliine",
+                "ssdcheck fuzz: ", "unrecognized arguments: --minuts", "no script ['scripts/gpu_nothing.sh']",
+                "no module bench.nothing", "unknown command 'frobnicate'", "no requirements file requirements-gpu.txt",
+                "pytest has no option --ssd-nope"]
+    for e in expected:
+        assert any(e in p for p in problems), (e, problems)
+    assert len(problems) == len(expected) - 1, problems       # the fuzz typo gives one message
+
+
+def test_shell_commands_splits_a_script():
+    script = 'a=1 python3 -m x --y "$Z" >> "$LOG" 2>&1 && cp a b\nif [ -f f ]; then echo ${{ github.sha }}; fi | tee l'
+    assert shell_commands(script) == [["python3", "-m", "x", "--y", "$Z"], ["cp", "a", "b"], ["[", "-f", "f", "]"],
+                                      ["echo", "EXPR"], ["tee", "l"]]
+
+
+def test_docs_jobs_shows_the_workflow_file_verbatim():
+    text = WORKFLOW.read_text()
+    jobs = (ROOT / "docs" / "jobs.md").read_text()
+    assert f"```yaml\n{text}```" in jobs, "docs/jobs.md must quote .github/workflows/ssdcheck.yml verbatim"
+    variant = text.replace("--max-growth 2", "--max-growth 3")
+    assert variant != text and f"```yaml\n{variant}```" not in jobs
