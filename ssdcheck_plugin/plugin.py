@@ -314,7 +314,7 @@ class SSDState:
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
             elif _budgeted(item):
-                item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
+                item.user_properties.append(("ssd_examples", 0))   # no draw was applicable
             if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
                 item.user_properties.append(("ssd_cut_by_budget", "true"))
             item.user_properties.extend(_seconds_spent(timing.take(), self.timer, compile0))
