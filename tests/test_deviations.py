@@ -136,6 +136,9 @@ def test_gate_reports_the_declared_deviation_and_strict_fails_an_unexpected_pass
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert (rep["summary"]["known_deviations"], rep["summary"]["unexpected_passes"]) == (n, 0)
     assert "ssdcheck known deviations" in proc.stdout and VARLEN_STATE0.finding in proc.stdout
+    md = subprocess.run([sys.executable, "scripts/summarize_report.py", str(tmp_path / "drops_h00.json")], cwd=ROOT,
+                        capture_output=True, text=True, check=True).stdout
+    assert f"known deviations: {n} example(s) met a declared deviation, 0 passed unexpectedly" in md
     proc, rep = _gate("tests.deviation_targets:correct_declared", tmp_path=tmp_path)
     assert proc.returncode == 0 and rep["summary"]["unexpected_passes"] == n, proc.stdout[-3000:]
     assert "unexpected pass: SSDProblem(" in proc.stdout

@@ -31,6 +31,10 @@ Capabilities, from the 2.3.2.post1 sources (mamba_ssm/ops/triton/...):
   are all in backward kernels); the autotuned config is cached per key (chunk_size, hdim, dstate).
   Not declared bitwise batch-invariant (nothing in mamba_ssm promises it).
 
+Known bug, declared (VARLEN_STATE0, docs/findings/mamba-ssm-varlen-state0.md): with cu_seqlens and
+initial_states, varlen state 0 leaves the initial state out when sequence 0 ends inside chunk 0 or on
+its last token (ssd_chunk_state.py:701); the suite reports it as a known deviation, not a failure.
+
 Stages: mamba_ssm's own stage launchers, exposed with the stage signatures prop_stages_match_oracle
 calls: `_chunk_cumsum_fwd` and `_chunk_state_fwd` as they are; `_state_passing_fwd` with states
 flattened to (p*n) and the chunk-end cumsum, as ssd_combined.py l.379-382 calls it; chunk_scan =
