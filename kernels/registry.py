@@ -53,7 +53,10 @@ class Deviation:
     instead of failing; the other outputs are still checked, and every problem outside the condition
     is checked as before. A problem that meets the condition and passes anyway is an unexpected pass.
     `examples` (SSDProblem field dicts meeting the condition) run in the gate, so the count is never
-    silently 0; `finding` is the write-up (docs/findings/...).
+    silently 0; `finding` is the write-up (docs/findings/...). `model` (optional) wraps a correct
+    forward into one with this bug: where a problem meets the condition and passes, the suite runs the
+    same check on the float64 oracle so wrapped, and counts an unexpected pass only if that fails (else
+    the bug is below what the check resolves on that problem, e.g. an initial state decayed to nothing).
     """
     props: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -61,11 +64,14 @@ class Deviation:
     reason: str
     finding: str
     examples: tuple[dict, ...]
+    model: Callable[[Callable], Callable] | None = None
 
     def __post_init__(self):
         for name in ("props", "outputs", "examples"):
             if not isinstance(getattr(self, name), tuple) or not getattr(self, name):
                 raise ValueError(f"Deviation.{name}: expected a non-empty tuple, got {getattr(self, name)!r}")
+        if self.model is not None and not callable(self.model):
+            raise ValueError(f"Deviation.model: expected a function wrapping a forward, got {self.model!r}")
         if not callable(self.condition):
             raise ValueError(f"Deviation.condition: expected a predicate on the SSDProblem, got {self.condition!r}")
         if not self.reason or not self.finding:

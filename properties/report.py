@@ -37,11 +37,23 @@ class KnownDeviation:
     finding: str
     outputs: tuple[str, ...]
     comparisons: list[Comparison]
+    deviation: object = None          # the kernels.registry.Deviation met
+    visible: bool | None = None       # False: the modeled bug passes the same checks (below their resolution)
+
+    @property
+    def covered_passed(self) -> bool:
+        return all(c.passed for c in self.comparisons)
 
     @property
     def unexpected_pass(self) -> bool:
-        """The condition was met, yet every covered check passed: the declaration is wider than the bug."""
-        return all(c.passed for c in self.comparisons)
+        """The condition was met and every covered check passed, where the bug (when the deviation models
+        it) would have failed them: the declaration is wider than the bug, or the bug is fixed."""
+        return self.covered_passed and self.visible is not False
+
+    @property
+    def below_resolution(self) -> bool:
+        """Passed, but so does the modeled bug: the example cannot tell (not an unexpected pass)."""
+        return self.covered_passed and self.visible is False
 
     def to_dict(self) -> dict:
         return {"reason": self.reason, "finding": self.finding, "outputs": list(self.outputs)}
@@ -65,7 +77,7 @@ class PropertyResult:
                 continue
             covered = [c for c in self.comparisons if c.output in d.outputs and not self.is_known(c)]
             if covered:
-                self.known.append(KnownDeviation(d.reason, d.finding, tuple(d.outputs), covered))
+                self.known.append(KnownDeviation(d.reason, d.finding, tuple(d.outputs), covered, d))
         return self
 
     def is_known(self, c: Comparison) -> bool:

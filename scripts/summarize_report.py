@@ -59,11 +59,11 @@ def main(path: str) -> None:
     if r.get("deviations"):   # declared known bugs met (docs/contract.md)
         print(f"- known deviations: {s.get('known_deviations', 0)} example(s) met a declared deviation, "
               f"{s.get('unexpected_passes', 0)} passed unexpectedly\n")
-        print("| impl | property | outputs | examples | unexpected passes | reason | finding |")
-        print("| --- | --- | --- | ---: | ---: | --- | --- |")
+        print("| impl | property | outputs | examples | unexpected passes | below resolution | reason | finding |")
+        print("| --- | --- | --- | ---: | ---: | ---: | --- | --- |")
         for d in r["deviations"]:
             print(f"| {d['impl']} | {d['prop']} | {', '.join(d['outputs'])} | {d['examples']} | "
-                  f"{d['unexpected_passes']} | {d['reason']} | {d['finding']} |")
+                  f"{d['unexpected_passes']} | {d.get('below_resolution', 0)} | {d['reason']} | {d['finding']} |")
         for d in r["deviations"]:
             for prob in d["unexpected_pass_problems"]:
                 print(f"- unexpected pass ({d['impl']} {d['prop']}): `{prob}`")

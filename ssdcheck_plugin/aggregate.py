@@ -10,7 +10,8 @@ example (including Hypothesis's shrink steps and its final replay of a failure).
   `properties.strategies.tally(problem)` (how often seq_idx, a partial last chunk, ... occurred);
 * per pytest item: the same counts, for JUnit properties and the fuzzer's reproducers;
 * one entry per (impl, prop, declared deviation): the examples that met its condition (their covered
-  outputs are counted there, not in the rows) and those that passed anyway (unexpected passes).
+  outputs are counted there, not in the rows), those that passed anyway where the modeled bug would
+  have failed (unexpected passes), and those where the modeled bug passes too (below resolution).
 
 Everything serialises to JSON-safe dicts (`to_dict`/`merge_dict`) so xdist workers can ship theirs
 to the controller. Non-finite floats are written as the strings "inf", "-inf" and "nan".
@@ -90,8 +91,10 @@ class Aggregate:
         d = self.deviations.get(key)
         if d is None:
             d = self.deviations[key] = {"impl": result.impl, "prop": result.prop, **known.to_dict(),
-                                        "examples": 0, "unexpected_passes": 0, "unexpected_pass_problems": []}
+                                        "examples": 0, "unexpected_passes": 0, "below_resolution": 0,
+                                        "unexpected_pass_problems": []}
         d["examples"] += 1
+        d["below_resolution"] += int(known.below_resolution)
         if known.unexpected_pass:
             d["unexpected_passes"] += 1
             if len(d["unexpected_pass_problems"]) < MAX_LISTED:
@@ -182,6 +185,7 @@ class Aggregate:
                 continue
             cur["examples"] += dev["examples"]
             cur["unexpected_passes"] += dev["unexpected_passes"]
+            cur["below_resolution"] = cur.get("below_resolution", 0) + dev.get("below_resolution", 0)
             cur["unexpected_pass_problems"] = (cur["unexpected_pass_problems"]
                                                + dev["unexpected_pass_problems"])[:MAX_LISTED]
 

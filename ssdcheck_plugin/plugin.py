@@ -459,7 +459,8 @@ class SSDState:
                       f"{' (failures: --ssd-strict-deviations)' if unexpected and strict else ''}")
         for d in self.aggregate.deviations.values():
             tr.write_line(f"{d['impl']} {d['prop']} {','.join(d['outputs'])}: {d['examples']} example(s), "
-                          f"{d['unexpected_passes']} unexpected pass(es): {d['reason']} ({d['finding']})")
+                          f"{d['unexpected_passes']} unexpected pass(es), {d['below_resolution']} below the "
+                          f"check's resolution: {d['reason']} ({d['finding']})")
             for prob in d["unexpected_pass_problems"]:
                 tr.write_line(f"  unexpected pass: {prob}")
 

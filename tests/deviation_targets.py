@@ -1,43 +1,33 @@
 """Implementations for the tests of declared deviations (test_deviations.py), usable as `--impl`.
 
 `drops_h0` is torch-ref with mamba_ssm 2.3.2.post1's varlen-state-0 bug reproduced (initial_states
-left out of varlen state 0 when sequence 0 ends inside chunk 0 or on its last token) and declared
-with mamba-ssm's own Deviation; `drops_h0_undeclared` is the same without the declaration;
+left out of varlen state 0 when sequence 0 ends inside chunk 0 or on its last token: the declaration's
+own model of it) and declared with mamba-ssm's own Deviation; `drops_h0_undeclared` is the same without the declaration;
 `drops_h0_always` leaves them out at any length (a bug wider than the declaration);
 `correct_declared` is torch-ref declaring that deviation (every example meeting it passes
 unexpectedly); `drops_h0_and_bad_y` also puts y off, an output the declaration does not cover.
 """
 from __future__ import annotations
 
-from kernels.peers.mamba_ssm import VARLEN_STATE0
+from kernels.peers.mamba_ssm import VARLEN_STATE0, drop_initial_states_from_varlen_state0
 from kernels.torch_ref import INFO, ssd_forward
 
 
-def _without_h0_in_state0(kwargs, *, always: bool):
-    out = ssd_forward(**kwargs)
-    cu, h0 = kwargs.get("cu_seqlens"), kwargs.get("initial_states")
-    if not kwargs.get("return_varlen_states") or h0 is None or (not always and int(cu[1]) > kwargs["chunk_size"]):
-        return out
-    alone = ssd_forward(**{**kwargs, "initial_states": None})
-    varlen = out[-1].clone()
-    varlen[0] = alone[-1][0]
-    return (*out[:-1], varlen)
-
-
-def drops_h0(**kwargs):
-    return _without_h0_in_state0(kwargs, always=False)
-
-
-def drops_h0_undeclared(**kwargs):
-    return _without_h0_in_state0(kwargs, always=False)
+drops_h0 = drop_initial_states_from_varlen_state0(ssd_forward)
+drops_h0_undeclared = drop_initial_states_from_varlen_state0(ssd_forward)
 
 
 def drops_h0_always(**kwargs):
-    return _without_h0_in_state0(kwargs, always=True)
+    out = ssd_forward(**kwargs)
+    if not kwargs.get("return_varlen_states") or kwargs.get("initial_states") is None:
+        return out
+    varlen = out[-1].clone()
+    varlen[0] = ssd_forward(**{**kwargs, "initial_states": None})[-1][0]
+    return (*out[:-1], varlen)
 
 
 def drops_h0_and_bad_y(**kwargs):
-    out = _without_h0_in_state0(kwargs, always=False)
+    out = drops_h0(**kwargs)
     y = out[0].clone() if isinstance(out, tuple) else out.clone()
     y[:, 0] += 1.0
     return (y, *out[1:]) if isinstance(out, tuple) else y

@@ -208,6 +208,20 @@ def varlen_state0_misses_initial_states(problem, *variants) -> bool:
     return hits == {True, False} if variants else hits == {True}
 
 
+def drop_initial_states_from_varlen_state0(forward):
+    """`forward` (keyword arguments of mamba_chunk_scan_combined) with this bug: varlen state 0 as if
+    initial_states were None where sequence 0 ends inside chunk 0 or on its last token."""
+    def buggy(**kw):
+        out = forward(**kw)
+        cu, h0 = kw.get("cu_seqlens"), kw.get("initial_states")
+        if not kw.get("return_varlen_states") or h0 is None or int(cu[1]) > kw["chunk_size"]:
+            return out
+        varlen = out[-1].clone()
+        varlen[0] = forward(**{**kw, "initial_states": None})[-1][0]
+        return (*out[:-1], varlen)
+    return buggy
+
+
 VARLEN_STATE0 = Deviation(
     props=("prop_matches_oracle", "prop_chunk_size_invariance", "prop_seq_idx_packing"),
     outputs=("varlen_states",),
@@ -215,6 +229,7 @@ VARLEN_STATE0 = Deviation(
     reason=("varlen state 0 leaves initial_states out when sequence 0 ends inside chunk 0 or on its last "
             "token (chunk_state_varlen adds the carried state only if start_idx < chunk_start)"),
     finding="docs/findings/mamba-ssm-varlen-state0.md",
+    model=drop_initial_states_from_varlen_state0,
     examples=(  # sequence 0 ends inside chunk 0; then exactly on its last token
         dict(batch=1, seqlen=96, nheads=2, headdim=16, dstate=16, chunk_size=64, dtype="float32",
              initial_states=True, seq_starts=(40,), varlen=True, seed=0),
