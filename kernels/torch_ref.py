@@ -157,8 +157,8 @@ def _varlen_states(B, x, dt_out, dA_cumsum, states_in, cu_seqlens):
         toks = slice(c * L + lo, end + 1)
         Bt = _heads(B[0, toks], h).float() * w.t()[..., None]           # (k, h, n)
         st = _mm(x[0, toks], Bt, "khp,khn->hpn", x.dtype)
-        carried = start < c * L or start == 0
-        if carried:
+        with_entering = start < c * L or start == 0
+        if with_entering:
             st = st + torch.exp(cs[:, pos])[:, None, None] * states_in[0, c]
         out.append(st)
     return torch.stack(out)

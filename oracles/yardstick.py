@@ -149,7 +149,7 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
     """varlen states (num_seqs,h,p,n) in the state dtype: each sequence's own tokens in the chunk of
     its last token plus the state entering that chunk when it belongs to the sequence (it began
     before the chunk, or it starts at token 0 and the state is initial_states). Sequences are
-    delimited by cu_seqlens alone (a seq_idx derived from it, token 0's sequence 0, drives the carry)."""
+    delimited by cu_seqlens alone (a seq_idx derived from it, token 0's sequence 0, drives the state passing)."""
     L = dt_c.shape[-1]
     l = int(cu_seqlens[-1])
     pos = torch.arange(l, device=xs.device)

@@ -1,6 +1,6 @@
 """The declared deviations of an implementation (KernelInfo.deviations), run on their own examples.
 
-Drawn problems meet a narrow condition rarely, so each declaration carries explicit examples; the gate
+Drawn problems meet a narrow condition rarely, so each declaration holds explicit examples; the gate
 runs them for the implementation under test, and the report counts how many met the deviation and how
 many passed unexpectedly, never a silent 0.
 """

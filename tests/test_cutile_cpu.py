@@ -505,7 +505,7 @@ def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chun
 
 
 def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_after_empty_sequences():
-    """The pass whose carried states give varlen_states numbers token 0's sequence 0 (it holds
+    """The state pass whose chunk-entering states give varlen_states numbers token 0's sequence 0 (it holds
     initial_states), so cu_seqlens starting with empty sequences matches the seq_idx a caller passes
     (rows start at 0) and needs no second state pass; a seq_idx that disagrees gets one."""
     from bench.host_profile import launches_stubbed

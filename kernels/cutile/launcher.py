@@ -21,8 +21,8 @@ the input dtype (state_dtype="input", as mamba_ssm does); final_states are fp32 
 varlen_states are in the state dtype (x.dtype), as mamba_ssm returns them.
 
 varlen_states (cu_seqlens, batch 1): a sequence's tokens in the chunk of its last token plus the state
-entering the chunk if it began before that chunk or starts at token 0; the carried state is the one
-of a pass whose seq_idx is derived from cu_seqlens (token 0's sequence is 0), so every packed sequence
+entering the chunk if it began before that chunk or starts at token 0; that state comes from a
+pass whose seq_idx is derived from cu_seqlens (token 0's sequence is 0), so every packed sequence
 starts from zero, the one holding token 0 from initial_states, whatever seq_idx was given.
 
 NaN / Inf are passed through, never sanitized: a NaN in x at (t, h, p) reaches y[:, t:, h, p] of

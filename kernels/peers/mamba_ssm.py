@@ -227,7 +227,7 @@ VARLEN_STATE0 = Deviation(
     outputs=("varlen_states",),
     condition=varlen_state0_misses_initial_states,
     reason=("varlen state 0 leaves initial_states out when sequence 0 ends inside chunk 0 or on its last "
-            "token (chunk_state_varlen adds the carried state only if start_idx < chunk_start)"),
+            "token (chunk_state_varlen adds the state entering the chunk only if start_idx < chunk_start)"),
     finding="docs/findings/mamba-ssm-varlen-state0.md",
     model=drop_initial_states_from_varlen_state0,
     examples=(  # sequence 0 ends inside chunk 0; then exactly on its last token
