@@ -48,14 +48,42 @@ STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_
 
 
 @dataclass(frozen=True)
-class XFail:
-    """A known failure, scoped to a property (and optionally a dtype), with the reason."""
-    reason: str
-    prop: str | None = None
-    dtype: str | None = None
+class Deviation:
+    """A known bug of an implementation, declared rather than absorbed (OpInfo's DecorateInfo, scoped).
 
-    def applies(self, prop: str, dtype: str) -> bool:
-        return (self.prop in (None, prop)) and (self.dtype in (None, dtype))
+    `condition(problem, *variants)` is a predicate on the SSDProblem a property runs, as narrow as the
+    bug; `variants` are the same problem at the other settings a property compares it with (for
+    prop_chunk_size_invariance, the other chunk size), so a condition can say when two runs differ.
+    Where it holds, the comparisons of `outputs` in `props` are reported as this known deviation
+    instead of failing; the other outputs are still checked, and every problem outside the condition
+    is checked as before. A problem that meets the condition and passes anyway is an unexpected pass.
+    `examples` (SSDProblem field dicts meeting the condition) run in the gate, so the count is never
+    silently 0; `finding` is the write-up (docs/findings/...). `model` (optional) wraps a correct
+    forward into one with this bug: where a problem meets the condition and passes, the suite runs the
+    same check on the float64 oracle so wrapped, and counts an unexpected pass only if that fails (else
+    the bug is below what the check resolves on that problem, e.g. an initial state decayed to nothing).
+    """
+    props: tuple[str, ...]
+    outputs: tuple[str, ...]
+    condition: Callable[..., bool]
+    reason: str
+    finding: str
+    examples: tuple[dict, ...]
+    model: Callable[[Callable], Callable] | None = None
+
+    def __post_init__(self):
+        for name in ("props", "outputs", "examples"):
+            if not isinstance(getattr(self, name), tuple) or not getattr(self, name):
+                raise ValueError(f"Deviation.{name}: expected a non-empty tuple, got {getattr(self, name)!r}")
+        if self.model is not None and not callable(self.model):
+            raise ValueError(f"Deviation.model: expected a function wrapping a forward, got {self.model!r}")
+        if not callable(self.condition):
+            raise ValueError(f"Deviation.condition: expected a predicate on the SSDProblem, got {self.condition!r}")
+        if not self.reason or not self.finding:
+            raise ValueError("Deviation.reason and Deviation.finding: expected the bug in words and its write-up")
+
+    def applies(self, prop: str, problem, variants=()) -> bool:
+        return prop in self.props and bool(self.condition(problem, *variants))
 
 
 @dataclass(frozen=True)
@@ -75,7 +103,7 @@ class KernelInfo:
     matmul: str = "ieee"                     # fp32 operands: one of MATMULS (tf32 rounds, tf32-trunc cuts)
     bitwise_batch_invariant: bool = False
     deterministic: bool = True
-    xfails: tuple[XFail, ...] = ()
+    deviations: tuple[Deviation, ...] = ()   # known bugs, declared (Deviation)
     notes: str = ""
 
     def __post_init__(self):
@@ -96,6 +124,8 @@ class KernelInfo:
             raise ValueError(f"KernelInfo({self.name!r}).state_dtype: expected fp32 or input")
         if self.matmul not in MATMULS:
             raise ValueError(f"KernelInfo({self.name!r}).matmul: expected one of {MATMULS}, got {self.matmul!r}")
+        if not all(isinstance(d, Deviation) for d in self.deviations):
+            raise ValueError(f"KernelInfo({self.name!r}).deviations: expected a tuple of Deviation")
 
     def supports(self, option: str) -> bool:
         return option in self.options
@@ -103,8 +133,8 @@ class KernelInfo:
     def replace(self, **changes) -> "KernelInfo":
         return dataclasses.replace(self, **changes)
 
-    def xfail_for(self, prop: str, dtype: str) -> XFail | None:
-        return next((x for x in self.xfails if x.applies(prop, dtype)), None)
+    def deviations_for(self, prop: str, problem, variants=()) -> tuple[Deviation, ...]:
+        return tuple(d for d in self.deviations if d.applies(prop, problem, variants))
 
 
 class UnsupportedProblem(ValueError):

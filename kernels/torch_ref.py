@@ -137,14 +137,18 @@ def chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_idx=No
 
 
 def _varlen_states(B, x, dt_out, dA_cumsum, states_in, cu_seqlens):
-    """State at each sequence's last token (batch 1). Follows mamba_ssm's chunk_state_varlen: the
-    carried state enters only when the sequence began before the end token's chunk, so
-    initial_states reach sequence 0 only if it ends past the first chunk."""
+    """State after each sequence's last token (batch 1): its tokens in the chunk of that token, plus
+    the state entering the chunk when it belongs to the sequence: the sequence began before the
+    chunk, or it starts at token 0 (then the state entering chunk 0 is initial_states). An empty
+    sequence has no tokens: its state is zero."""
     L = dA_cumsum.shape[-1]
     h = x.shape[2]
     out = []
     bounds = cu_seqlens.tolist()
     for start, stop in zip(bounds[:-1], bounds[1:]):
+        if stop == start:
+            out.append(states_in.new_zeros(states_in.shape[2:]))
+            continue
         end = stop - 1
         c, pos = divmod(end, L)
         lo = max(start - c * L, 0)
@@ -153,7 +157,8 @@ def _varlen_states(B, x, dt_out, dA_cumsum, states_in, cu_seqlens):
         toks = slice(c * L + lo, end + 1)
         Bt = _heads(B[0, toks], h).float() * w.t()[..., None]           # (k, h, n)
         st = _mm(x[0, toks], Bt, "khp,khn->hpn", x.dtype)
-        if start < c * L:
+        with_entering = start < c * L or start == 0
+        if with_entering:
             st = st + torch.exp(cs[:, pos])[:, None, None] * states_in[0, c]
         out.append(st)
     return torch.stack(out)

@@ -154,8 +154,13 @@ MUTANTS = (
     # ------------------------------------------------------------------ 4. varlen_state_kernel
     _m("cu_varlen_boundary_off_by_one", "varlen",
        "a sequence starting exactly on a chunk edge also takes the state entering that chunk",
-       "if start < c0:",
-       "if start <= c0:"),
+       "if (start < c0) | (start == 0):",
+       "if (start <= c0) | (start == 0):"),
+    _m("cu_varlen_state0_drops_initial_states", "varlen",
+       "varlen state 0 without initial_states when sequence 0 ends inside chunk 0 or on its last token "
+       "(mamba_ssm 2.3.2.post1's chunk_state_varlen; cutile's behaviour before the fix)",
+       "if (start < c0) | (start == 0):",
+       "if start < c0:"),
     _m("cu_varlen_from_chunk_start", "varlen",
        "varlen state sums from the chunk start instead of the sequence start",
        "keep = (pos >= start) & (pos < end)",

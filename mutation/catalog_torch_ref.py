@@ -163,8 +163,13 @@ MUTANTS = (
     # ------------------------------------------------------------------ varlen states
     _m("varlen_boundary_off_by_one", "varlen",
        "varlen: a sequence starting exactly at a chunk edge also takes the previous sequence's state",
-       "if start < c * L:",
-       "if start <= c * L:"),
+       "with_entering = start < c * L or start == 0",
+       "with_entering = start <= c * L or start == 0"),
+    _m("varlen_state0_drops_initial_states", "varlen",
+       "varlen state 0 without initial_states when sequence 0 ends inside chunk 0 or on its last token "
+       "(mamba_ssm 2.3.2.post1's chunk_state_varlen; once the oracles' and torch-ref's behaviour too)",
+       "with_entering = start < c * L or start == 0",
+       "with_entering = start < c * L"),
     _m("varlen_from_chunk_start", "varlen",
        "varlen state sums from the chunk start instead of the sequence start",
        "lo = max(start - c * L, 0)",

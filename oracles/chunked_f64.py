@@ -142,19 +142,20 @@ def chunk_scan_f64(B, C, x, dt_out, dA_cumsum, states_in, D=None, z=None, seq_id
 
 
 def _varlen_states_f64(B, x, dt_out, dA_cumsum, cu_seqlens, initial_states):
-    """State at the last token of each packed sequence of batch 0: (num_seqs, h, p, n) float64.
+    """State after the last token of each packed sequence of batch 0: (num_seqs, h, p, n) float64.
 
     Re-runs the state stages with a seq_idx derived from cu_seqlens (so every sequence starts from
-    zero whatever seq_idx says), then combines them as chunk_state_varlen (ssd_chunk_state.py:639):
-    the sequence's tokens inside the chunk of its last token, plus the state entering that chunk only
-    if the sequence started before it. Hence initial_states count only when sequence 0 is longer than
-    chunk_size (its last token lies past the first chunk). An empty sequence gives zeros.
+    zero whatever seq_idx says; rebased so token 0's sequence is 0 and holds initial_states), then
+    takes the sequence's tokens inside the chunk of its last token, plus the state entering that
+    chunk when it belongs to the sequence: the sequence began before the chunk, or it starts at
+    token 0, where the state entering chunk 0 is initial_states. An empty sequence gives zeros.
     """
     l = x.shape[1]
     chunk_size = dt_out.shape[-1]
     bounds = [int(v) for v in cu_seqlens.tolist()]
     positions = torch.arange(l, device=x.device)
     derived = torch.bucketize(positions, cu_seqlens[1:].to(positions.dtype), right=True)[None]
+    derived = derived - derived[:, :1]
     states = chunk_state_f64(B, x, dt_out, dA_cumsum, seq_idx=derived)
     states_in, _ = state_passing_f64(states, dA_cumsum, initial_states, seq_idx=derived)
     xc = _chunked(x, chunk_size)[0]
@@ -169,7 +170,7 @@ def _varlen_states_f64(B, x, dt_out, dA_cumsum, cu_seqlens, initial_states):
             cs = dA_cumsum[0, :, c]  # (h, L)
             w = torch.exp(cs[:, last:last + 1] - cs[:, first:last + 1]) * dt_out[0, :, c, first:last + 1]
             acc = torch.einsum("hl,lhp,lhn->hpn", w, xc[c, first:last + 1], Bc[c, first:last + 1])
-            if start < c * chunk_size:
+            if start < c * chunk_size or start == 0:
                 acc = acc + states_in[0, c] * torch.exp(cs[:, last])[:, None, None]
         out.append(acc)
     return torch.stack(out, dim=0)

@@ -5,7 +5,7 @@
 The initial state is treated as a virtual token at position -1 (with dt x B^T := h0), so its decay
 to token i is a segment sum like any other. Segment sums are added up directly, never formed as a
 difference of prefix sums. Shares no code with the recurrence; memory is O(l^2) per (batch, head),
-so it loops over those. chunk_size only matters for the varlen quirk in `_varlen_states`.
+so it loops over those. chunk_size is accepted for the signature only: nothing here depends on it.
 """
 from __future__ import annotations
 
@@ -55,12 +55,11 @@ def _one_head(a, u, Bg, Cg, h0, seq):
     return y, last, W
 
 
-def _varlen_states(W, u, Bg, h0, bounds, chunk_size):
-    """Per packed sequence, the state at its last token with a reset at its start: (num_seqs,p,n).
+def _varlen_states(W, u, Bg, h0, bounds):
+    """Per packed sequence, the state after its last token: (num_seqs,p,n).
 
-    As chunk_state_varlen (ssd_chunk_state.py:701) does, initial_states count for sequence 0 only if
-    it is longer than chunk_size (only then is the carried chunk state added).
-    An empty sequence gives zeros.
+    Each sequence starts from zero, except the one holding token 0, which starts from h0 (the
+    virtual token at W's index 0); an empty sequence keeps the zero it starts from.
     """
     states = []
     for i in range(len(bounds) - 1):
@@ -69,7 +68,7 @@ def _varlen_states(W, u, Bg, h0, bounds, chunk_size):
         if e > s:
             w = W[e, s + 1:e + 1]  # decay from each token of the sequence to its last token e-1
             acc = (w[:, None] * u[s:e]).T @ Bg[s:e]
-            if i == 0 and e - 1 >= chunk_size:
+            if s == 0:
                 acc = acc + W[e, 0] * h0
         states.append(acc)
     return torch.stack(states, dim=0)
@@ -108,7 +107,7 @@ def ssd_quadratic_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, 
             y[bi, :, hi], final[bi, hi], W = _one_head(
                 dA[bi, :, hi], u[bi, :, hi], Bd[bi, :, gi], Cd[bi, :, gi], h0[bi, hi], seq)
             if varlen is not None:
-                varlen[:, hi] = _varlen_states(W, u[bi, :, hi], Bd[bi, :, gi], h0[bi, hi], bounds, chunk_size)
+                varlen[:, hi] = _varlen_states(W, u[bi, :, hi], Bd[bi, :, gi], h0[bi, hi], bounds)
     if D is not None:
         Dd = D.to(torch.float64)
         y = y + x.to(torch.float64) * (Dd.reshape(h, 1) if Dd.dim() == 1 else Dd)

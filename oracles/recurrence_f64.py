@@ -4,8 +4,8 @@
     y_t = h_t C_t + D x_t,  out_t = y_t * silu(z_t)
 
 Vectorized over batch, heads, headdim and state; the only loop is over time, so it stays usable at
-seqlen 4096+ on CPU. Semantics follow mamba_ssm 2.3.2's `mamba_chunk_scan_combined`; chunk_size is
-accepted for the signature and matters only for the varlen quirk documented in `_varlen_states`.
+seqlen 4096+ on CPU. The conventions of mamba_ssm 2.3.2's `mamba_chunk_scan_combined` API are kept
+(docs/contract.md); chunk_size is accepted for the signature only: nothing here depends on it.
 """
 from __future__ import annotations
 
@@ -56,12 +56,11 @@ def _scan(decay, u, Bh, Ch, state, carry=None):
     return torch.stack(ys, dim=1).squeeze(-1), state
 
 
-def _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens, chunk_size):
-    """State at the last token of each packed sequence (batch 0), reset at its start: (num_seqs,h,p,n).
+def _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens):
+    """State after the last token of each packed sequence (batch 0): (num_seqs,h,p,n).
 
-    Follows chunk_state_varlen (ssd_chunk_state.py:701): it adds the carried-in state only when the
-    sequence started before the chunk holding its last token. So initial_states reach varlen_states[0]
-    only if sequence 0 is longer than chunk_size; an empty sequence gives zeros.
+    The sequence holding token 0 starts from initial_states (decayed through it), every other one
+    from zero; an empty sequence has no tokens, so its state is the zero it starts from.
     """
     bounds = [int(v) for v in cu_seqlens.tolist()]
     out = []
@@ -71,7 +70,7 @@ def _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens, chunk_size):
         if e == s:
             out.append(zero[0])
             continue
-        start = h0[:1] if (i == 0 and e - 1 >= chunk_size) else zero
+        start = h0[:1] if s == 0 else zero
         _, last = _scan(decay[:1, s:e], u[:1, s:e], Bh[:1, s:e], Ch[:1, s:e], start)
         out.append(last[0])
     return torch.stack(out, dim=0)
@@ -113,5 +112,5 @@ def ssd_recurrence_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
         y = y * F.silu(z.double())  # D is added before the gate, as in _chunk_scan_fwd_kernel.
     varlen = None
     if return_varlen_states:
-        varlen = _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens, chunk_size)
+        varlen = _varlen_states(decay, u, Bh, Ch, h0, cu_seqlens)
     return unpack_returns(y, final_states, varlen, return_final_states, return_varlen_states)

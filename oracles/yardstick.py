@@ -146,14 +146,15 @@ def _scan(xs, Bs, Cs, dt_c, acs, entering, seq_s, seq_before, dtype, tf32):
 
 
 def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
-    """varlen states (num_seqs,h,p,n) in the state dtype, combined as mamba_ssm's chunk_state_varlen:
-    own tokens in the last chunk plus, if the sequence began earlier, the state entering that chunk.
-    Sequences are delimited by cu_seqlens alone (a seq_idx derived from it drives the carry)."""
+    """varlen states (num_seqs,h,p,n) in the state dtype: each sequence's own tokens in the chunk of
+    its last token plus the state entering that chunk when it belongs to the sequence (it began
+    before the chunk, or it starts at token 0 and the state is initial_states). Sequences are
+    delimited by cu_seqlens alone (a seq_idx derived from it, token 0's sequence 0, drives the state passing)."""
     L = dt_c.shape[-1]
     l = int(cu_seqlens[-1])
     pos = torch.arange(l, device=xs.device)
     seq = torch.bucketize(pos, cu_seqlens[1:].to(pos.dtype), right=True)[None]
-    seq_s, before = _seq_split(seq, L)
+    seq_s, before = _seq_split(seq - seq[:, :1], L)
     states = _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32)
     entering, _ = _pass_states(states, acs, h0, seq_s, before)
     entering = entering.to(state_dtype)
@@ -170,7 +171,7 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
             Bw = Bs[0, c, first:last + 1] * w.T[..., None]  # (k,h,n)
             acc = _mm(_operand(xs[0, c, first:last + 1].permute(1, 2, 0), dtype, tf32),
                       _operand(Bw.permute(1, 0, 2), dtype, tf32))
-            if start < c * L:
+            if start < c * L or start == 0:
                 acc = acc + entering[0, c].to(_F32) * torch.exp(a[:, last])[:, None, None]
         out.append(acc)
     return torch.stack(out, dim=0).to(state_dtype)

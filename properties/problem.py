@@ -73,13 +73,6 @@ class SSDProblem:
     def partial_last_chunk(self) -> bool:
         return self.seqlen % self.chunk_size != 0
 
-    def varlen_quirk(self, chunk_size: int | None = None) -> bool:
-        """mamba_ssm's chunk_state_varlen adds initial_states to sequence 0's varlen state only when
-        that sequence ends past the first chunk; where it does not, varlen state 0 depends on the
-        chunk size and differs from a separate run's final state (the oracles keep the quirk)."""
-        first_end = self.seq_starts[0] if self.seq_starts else self.seqlen
-        return self.varlen and self.initial_states and first_end <= (chunk_size or self.chunk_size)
-
     @property
     def nchunks(self) -> int:
         return -(-self.seqlen // self.chunk_size)

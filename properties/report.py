@@ -13,6 +13,12 @@ from properties.problem import SSDProblem
 from properties.tolerance import Comparison
 
 _SINKS: list[Callable[["PropertyResult"], None]] = []
+_STRICT = {"deviations": False}
+
+
+def set_strict_deviations(on: bool) -> None:
+    """--ssd-strict-deviations: a declared deviation that does not occur fails the check."""
+    _STRICT["deviations"] = bool(on)
 
 
 def add_sink(fn: Callable[["PropertyResult"], None]) -> None:
@@ -25,6 +31,35 @@ def remove_sink(fn: Callable[["PropertyResult"], None]) -> None:
 
 
 @dataclass
+class KnownDeviation:
+    """A declared deviation (kernels.registry.Deviation) met by one result, and the checks it covers."""
+    reason: str
+    finding: str
+    outputs: tuple[str, ...]
+    comparisons: list[Comparison]
+    deviation: object = None          # the kernels.registry.Deviation met
+    visible: bool | None = None       # False: the modeled bug passes the same checks (below their resolution)
+
+    @property
+    def covered_passed(self) -> bool:
+        return all(c.passed for c in self.comparisons)
+
+    @property
+    def unexpected_pass(self) -> bool:
+        """The condition was met and every covered check passed, where the bug (when the deviation models
+        it) would have failed them: the declaration is wider than the bug, or the bug is fixed."""
+        return self.covered_passed and self.visible is not False
+
+    @property
+    def below_resolution(self) -> bool:
+        """Passed, but so does the modeled bug: the example cannot tell (not an unexpected pass)."""
+        return self.covered_passed and self.visible is False
+
+    def to_dict(self) -> dict:
+        return {"reason": self.reason, "finding": self.finding, "outputs": list(self.outputs)}
+
+
+@dataclass
 class PropertyResult:
     prop: str
     impl: str
@@ -32,14 +67,43 @@ class PropertyResult:
     comparisons: list[Comparison] = field(default_factory=list)
     skipped: str | None = None     # why the property does not apply (never a silent pass)
     outside_domain: bool = False   # skipped for this problem (e.g. seqlen 1), not for the implementation
+    known: list[KnownDeviation] = field(default_factory=list)   # declared deviations this problem met
+
+    def declare(self, deviations, variants=()) -> "PropertyResult":
+        """Mark the comparisons covered by those `deviations` whose condition this problem (with the
+        `variants` the property compared it with) meets as known deviations."""
+        for d in deviations:
+            if not d.applies(self.prop, self.problem, variants):
+                continue
+            covered = [c for c in self.comparisons if c.output in d.outputs and not self.is_known(c)]
+            if covered:
+                self.known.append(KnownDeviation(d.reason, d.finding, tuple(d.outputs), covered, d))
+        return self
+
+    def is_known(self, c: Comparison) -> bool:
+        return any(c is k for dev in self.known for k in dev.comparisons)
+
+    @property
+    def checked(self) -> list[Comparison]:
+        """The comparisons that decide the verdict: all but those of declared deviations."""
+        return [c for c in self.comparisons if not self.is_known(c)]
+
+    @property
+    def unexpected_passes(self) -> list[KnownDeviation]:
+        return [d for d in self.known if d.unexpected_pass]
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons)
+        return all(c.passed for c in self.checked)
+
+    @property
+    def strict_passed(self) -> bool:
+        """passed, and under --ssd-strict-deviations no declared deviation that did not occur."""
+        return self.passed and not (_STRICT["deviations"] and self.unexpected_passes)
 
     @property
     def worst_share(self) -> float:
-        return max((c.share for c in self.comparisons), default=0.0)
+        return max((c.share for c in self.checked), default=0.0)
 
     def coords(self, c: Comparison) -> str:
         """SSD coordinates of a worst index for (b, l, h, p) outputs: which chunk and position."""
@@ -52,8 +116,11 @@ class PropertyResult:
     def message(self, test_file: str = "tests/test_properties.py") -> str:
         p = self.problem
         head = (f"{self.prop} failed: {self.impl} {p.dtype} cs{p.chunk_size}\n")
-        body = "\n".join(c.summary() + self.coords(c) for c in self.comparisons if not c.passed)
-        return (f"{head}{body}\n{p!r}\nreproduce: {p.repro(self.impl, self.prop, test_file)}")
+        body = "\n".join(c.summary() + self.coords(c) for c in self.checked if not c.passed)
+        for d in self.unexpected_passes if _STRICT["deviations"] else ():
+            body += (f"\nunexpected pass of a declared deviation ({', '.join(d.outputs)}: {d.reason}; {d.finding}): "
+                     f"--ssd-strict-deviations makes it a failure; narrow the declaration's condition")
+        return (f"{head}{body.strip()}\n{p!r}\nreproduce: {p.repro(self.impl, self.prop, test_file)}")
 
     def publish(self) -> "PropertyResult":
         for sink in list(_SINKS):
@@ -62,7 +129,8 @@ class PropertyResult:
 
 
 def assert_passed(result: PropertyResult, test_file: str = "tests/test_properties.py") -> None:
-    """Raise AssertionError with the full report when any comparison failed."""
+    """Raise AssertionError with the full report when a checked comparison failed (or, under
+    --ssd-strict-deviations, a declared deviation passed unexpectedly)."""
     result.publish()
-    if not result.passed:
+    if not result.strict_passed:
         raise AssertionError(result.message(test_file))

@@ -110,7 +110,7 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     share_args=(); [ "$SHARE_TIME" = 1 ] && share_args=(--ssd-fuzz-seconds=$(( t - 30 )))
     env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
-      python3 -m pytest tests/test_properties.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
+      python3 -m pytest tests/test_properties.py tests/test_regressions.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
         -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" "${share_args[@]}" \
         --ssd-report="$OUT/peers/report.json" --ssd-repro-dir="$OUT/peers/repro" \
         --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1

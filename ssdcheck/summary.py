@@ -91,6 +91,18 @@ def summarize(path: str) -> None:
             print(f"- **hang**: an example ran past --ssd-hang-seconds; its stacks: `{f}`\n")
         else:
             print(f"- **stall**: an example overran its time share; where it waited: `{f}`\n")
+    if r.get("deviations"):   # declared known bugs met (docs/contract.md)
+        print(f"- known deviations: {s.get('known_deviations', 0)} example(s) met a declared deviation, "
+              f"{s.get('unexpected_passes', 0)} passed unexpectedly\n")
+        print("| impl | property | outputs | examples | unexpected passes | below resolution | reason | finding |")
+        print("| --- | --- | --- | ---: | ---: | ---: | --- | --- |")
+        for d in r["deviations"]:
+            print(f"| {d['impl']} | {d['prop']} | {', '.join(d['outputs'])} | {d['examples']} | "
+                  f"{d['unexpected_passes']} | {d.get('below_resolution', 0)} | {d['reason']} | {d['finding']} |")
+        for d in r["deviations"]:
+            for prob in d["unexpected_pass_problems"]:
+                print(f"- unexpected pass ({d['impl']} {d['prop']}): `{prob}`")
+        print()
     print("| impl | property | examples | failures | worst share of tolerance |")
     print("| --- | --- | ---: | ---: | ---: |")
     for p in r["properties"]:

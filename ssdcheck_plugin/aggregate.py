@@ -8,7 +8,10 @@ example (including Hypothesis's shrink steps and its final replay of a failure).
   the tolerance in force (dtype is part of the key because the policy is per dtype);
 * one entry per (impl, prop): examples, failures, worst share, and feature tallies from
   `properties.strategies.tally(problem)` (how often seq_idx, a partial last chunk, ... occurred);
-* per pytest item: the same counts, for JUnit properties and the fuzzer's reproducers.
+* per pytest item: the same counts, for JUnit properties and the fuzzer's reproducers;
+* one entry per (impl, prop, declared deviation): the examples that met its condition (their covered
+  outputs are counted there, not in the rows), those that passed anyway where the modeled bug would
+  have failed (unexpected passes), and those where the modeled bug passes too (below resolution).
 
 Everything serialises to JSON-safe dicts (`to_dict`/`merge_dict`) so xdist workers can ship theirs
 to the controller. Non-finite floats are written as the strings "inf", "-inf" and "nan".
@@ -19,6 +22,7 @@ import math
 from typing import Any
 
 ROW_KEY = ("impl", "prop", "output", "dtype")
+MAX_LISTED = 10   # unexpected-pass problems listed per deviation
 
 
 def num(x: float | None) -> float | str | None:
@@ -57,6 +61,7 @@ class Aggregate:
     def __init__(self, k: float | None = None):
         self.rows: dict[tuple, dict] = {}
         self.props: dict[tuple, dict] = {}
+        self.deviations: dict[tuple, dict] = {}
         self.k = k
         self._tally = _tally_fn()
 
@@ -69,15 +74,31 @@ class Aggregate:
             entry = self.props[key2] = {"impl": result.impl, "prop": result.prop, "examples": 0, "failures": 0,
                                         "worst_share": 0.0, "worst_share_problem": None, "tally": {}}
         entry["examples"] += 1
-        entry["failures"] += 0 if result.passed else 1
+        entry["failures"] += 0 if result.strict_passed else 1
         share = _bad(result.worst_share)
         if share > _bad(entry["worst_share"]) or entry["worst_share_problem"] is None:
             entry["worst_share"], entry["worst_share_problem"] = share, repr(p)
         if self._tally is not None:
             for feature, present in self._tally(p).items():
                 entry["tally"][feature] = entry["tally"].get(feature, 0) + int(bool(present))
-        for c in result.comparisons:
+        for c in result.checked:
             self._add_comparison(result, c)
+        for known in result.known:
+            self._add_deviation(result, known)
+
+    def _add_deviation(self, result, known) -> None:
+        key = (result.impl, result.prop, known.reason)
+        d = self.deviations.get(key)
+        if d is None:
+            d = self.deviations[key] = {"impl": result.impl, "prop": result.prop, **known.to_dict(),
+                                        "examples": 0, "unexpected_passes": 0, "below_resolution": 0,
+                                        "unexpected_pass_problems": []}
+        d["examples"] += 1
+        d["below_resolution"] += int(known.below_resolution)
+        if known.unexpected_pass:
+            d["unexpected_passes"] += 1
+            if len(d["unexpected_pass_problems"]) < MAX_LISTED:
+                d["unexpected_pass_problems"].append(repr(result.problem))
 
     def _add_comparison(self, result, c) -> None:
         key = (result.impl, result.prop, c.output, result.problem.dtype)
@@ -118,7 +139,8 @@ class Aggregate:
     # ------------------------------------------------------------------ (de)serialisation and merging
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [_json_row(r) for _, r in sorted(self.rows.items())],
-                "props": [_json_prop(e) for _, e in sorted(self.props.items())]}
+                "props": [_json_prop(e) for _, e in sorted(self.props.items())],
+                "deviations": [dict(d) for _, d in sorted(self.deviations.items())]}
 
     def merge_dict(self, d: dict[str, Any]) -> None:
         """Fold another process's `to_dict()` into this one (xdist workers -> controller)."""
@@ -155,6 +177,17 @@ class Aggregate:
                 cur["worst_share"], cur["worst_share_problem"] = e["worst_share"], e["worst_share_problem"]
             for f, n in e.get("tally", {}).items():
                 cur["tally"][f] = cur["tally"].get(f, 0) + n
+        for dev in d.get("deviations", []):
+            key = (dev["impl"], dev["prop"], dev["reason"])
+            cur = self.deviations.get(key)
+            if cur is None:
+                self.deviations[key] = dict(dev, unexpected_pass_problems=list(dev["unexpected_pass_problems"]))
+                continue
+            cur["examples"] += dev["examples"]
+            cur["unexpected_passes"] += dev["unexpected_passes"]
+            cur["below_resolution"] = cur.get("below_resolution", 0) + dev.get("below_resolution", 0)
+            cur["unexpected_pass_problems"] = (cur["unexpected_pass_problems"]
+                                               + dev["unexpected_pass_problems"])[:MAX_LISTED]
 
     # ------------------------------------------------------------------ summaries
     def worst(self) -> tuple[float, tuple | None]:
@@ -167,6 +200,11 @@ class Aggregate:
 
     def totals(self) -> tuple[int, int]:
         return (sum(e["examples"] for e in self.props.values()), sum(e["failures"] for e in self.props.values()))
+
+    def deviation_totals(self) -> tuple[int, int]:
+        """(examples that met a declared deviation, of which passed unexpectedly)."""
+        return (sum(d["examples"] for d in self.deviations.values()),
+                sum(d["unexpected_passes"] for d in self.deviations.values()))
 
 
 # the bounds that applied to a row's worst-share example (the normwise one widens with the yardstick)
@@ -208,15 +246,19 @@ class ItemStats:
         self.props: set[str] = set()
         self.worst_share = 0.0
         self.output_share: dict[str, float] = {}
+        self.known_deviations = 0
+        self.unexpected_passes = 0
         self.last_failure = None   # the last failing PropertyResult: Hypothesis replays the minimal one last
 
     def add(self, result) -> None:
         self.examples += 1
         self.props.add(result.prop)
         self.worst_share = max(self.worst_share, _bad(result.worst_share))
-        for c in result.comparisons:
+        for c in result.checked:
             self.output_share[c.output] = max(self.output_share.get(c.output, 0.0), _bad(c.share))
-        if not result.passed:
+        self.known_deviations += bool(result.known)
+        self.unexpected_passes += bool(result.unexpected_passes)
+        if not result.strict_passed:
             self.failures += 1
             self.last_failure = result
 
@@ -226,6 +268,9 @@ class ItemStats:
                  ("ssd_examples", self.examples), ("ssd_failures", self.failures),
                  ("ssd_worst_share", _fmt(self.worst_share))]
         props += [(f"ssd_worst_share.{out}", _fmt(s)) for out, s in sorted(self.output_share.items())]
+        if self.known_deviations:
+            props += [("ssd_known_deviations", self.known_deviations),
+                      ("ssd_unexpected_passes", self.unexpected_passes)]
         return props
 
 

@@ -143,7 +143,7 @@ class Progress:
 
     def on_result(self, result) -> None:
         self.examples += 1
-        self.failures += 0 if result.passed else 1
+        self.failures += 0 if result.strict_passed else 1
         self.props.add((result.impl, result.prop))
         s = result.worst_share
         s = math.inf if math.isnan(s) else s

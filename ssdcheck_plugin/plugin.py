@@ -6,6 +6,7 @@
     --ssd-growth-floor SHARE       ... unless it still uses < SHARE of its tolerance (default 0.01)
     --ssd-gate-metrics LIST        ... of max_abs,normwise,share (default max_abs,normwise)
     --ssd-repro-dir DIR            save each failing check as a replayable file
+    --ssd-strict-deviations        a declared deviation that passes (unexpected pass) fails its check
     --ssd-fuzz-seconds S           stop each Hypothesis run so the session takes about S seconds
     --ssd-stall-seconds S          ... and report an example still running S s past its share (default 20)
     --ssd-hang-seconds S           ... and dump the stacks of an example running S s, GIL or not (default 180)
@@ -51,6 +52,8 @@ def pytest_addoption(parser):
                 help="comma-separated metrics the gate watches: max_abs, normwise, share")
     g.addoption("--ssd-repro-dir", metavar="DIR", default=None,
                 help="save every failing property check as a reproducer file here")
+    g.addoption("--ssd-strict-deviations", action="store_true", default=False,
+                help="fail a check where a declared known deviation (KernelInfo.deviations) did not occur")
     g.addoption("--ssd-fuzz-seconds", metavar="S", type=float, default=None,
                 help="time budget: stop each Hypothesis run so that the session takes about S seconds")
     g.addoption("--ssd-stall-seconds", metavar="S", type=float, default=20.0,
@@ -103,6 +106,8 @@ def pytest_configure(config):
             gate_mod.compare_rows({}, {}, metrics=_metrics(config))
         except ValueError as e:
             raise pytest.UsageError(str(e)) from None
+    from properties.report import set_strict_deviations
+    set_strict_deviations(config.getoption("ssd_strict_deviations"))
     st = SSDState(config)
     config.stash[STATE] = st
     config.pluginmanager.register(st, "ssdcheck-state")
@@ -193,7 +198,7 @@ class SSDState:
         self.aggregate.add(result)
         if self.item is not None:
             self.item.add(result)
-            if not result.passed and self.budget is not None:
+            if not result.strict_passed and self.budget is not None:
                 self.budget.failure_seen = True
         if self.progress is not None:
             self.progress.on_result(result)
@@ -309,7 +314,7 @@ class SSDState:
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
             elif _budgeted(item):
-                item.user_properties.append(("ssd_examples", 0))   # every draw was xfail or not applicable
+                item.user_properties.append(("ssd_examples", 0))   # no draw was applicable
             if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
                 item.user_properties.append(("ssd_cut_by_budget", "true"))
             item.user_properties.extend(_seconds_spent(timing.take(), self.timer, compile0))
@@ -417,6 +422,7 @@ class SSDState:
                                                       "tests_cut_by_budget": self.budget.cut + self.worker_cut,
                                                       "stall_reports": self._stall_files()}
         examples, failures = self.aggregate.totals()
+        deviated, unexpected = self.aggregate.deviation_totals()
         worst, worst_key = self.aggregate.worst()
         data = self.aggregate.to_dict()
         tallies: dict[str, dict] = {}
@@ -432,14 +438,31 @@ class SSDState:
             "meta": m,
             "summary": {"exitstatus": status, "tests": counts, "examples": examples, "failures": failures,
                         "worst_share": num(worst), "worst": list(worst_key) if worst_key else None,
-                        "gate_passed": None if self.gate is None else self.gate["passed"]},
+                        "gate_passed": None if self.gate is None else self.gate["passed"],
+                        "known_deviations": deviated, "unexpected_passes": unexpected,
+                        "strict_deviations": bool(self.config.getoption("ssd_strict_deviations"))},
             "results": data["rows"],
             "properties": data["props"],
+            "deviations": data["deviations"],
             "tallies": tallies,
             "tests": tests,
             "reproducers": self.reproducers,
             "gate": self.gate,
         }
+
+    def _deviation_summary(self, tr, config) -> None:
+        """Each declared deviation met: how many examples, how many passed unexpectedly (listed)."""
+        deviated, unexpected = self.aggregate.deviation_totals()
+        strict = config.getoption("ssd_strict_deviations")
+        tr.section("ssdcheck known deviations", yellow=not unexpected, red=bool(unexpected and strict))
+        tr.write_line(f"{deviated} example(s) met a declared deviation, {unexpected} passed unexpectedly"
+                      f"{' (failures: --ssd-strict-deviations)' if unexpected and strict else ''}")
+        for d in self.aggregate.deviations.values():
+            tr.write_line(f"{d['impl']} {d['prop']} {','.join(d['outputs'])}: {d['examples']} example(s), "
+                          f"{d['unexpected_passes']} unexpected pass(es), {d['below_resolution']} below the "
+                          f"check's resolution: {d['reason']} ({d['finding']})")
+            for prob in d["unexpected_pass_problems"]:
+                tr.write_line(f"  unexpected pass: {prob}")
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if not self.is_controller:
@@ -465,6 +488,8 @@ class SSDState:
                               f"(exit {gate_mod.EXIT_GATE} unless tests failed)", red=True)
             else:
                 tr.write_line("gate passed: no worst error grew beyond the allowed factor", green=True)
+        if self.aggregate.deviations:
+            self._deviation_summary(tr, config)
         stalls = self._stall_files()
         if stalls:
             from ssdcheck_plugin.stall import hang_dumps

@@ -502,3 +502,25 @@ def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chun
         assert kernels_run(2, 127, 4, 64) == two and kernels_run(8, 128, 32, 64, seq_idx=seq) == two
     finally:
         del launcher._OVERRIDE["chunk_walk"]
+
+
+def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_after_empty_sequences():
+    """The state pass whose chunk-entering states give varlen_states numbers token 0's sequence 0 (it holds
+    initial_states), so cu_seqlens starting with empty sequences matches the seq_idx a caller passes
+    (rows start at 0) and needs no second state pass; a seq_idx that disagrees gets one."""
+    from bench.host_profile import launches_stubbed
+
+    def kernels_run(cu, seq):
+        names = []
+        x, B = torch.randn(1, 128, 4, 64), torch.randn(1, 128, 1, 64)
+        dt, A = torch.rand(1, 128, 4), -torch.rand(4)
+        with launches_stubbed(launch=lambda s, grid, kernel, args: names.append(kernel._pyfunc.__name__)):
+            cutile.ssd_forward(x, dt, A, B, B.clone(), 64, initial_states=torch.randn(1, 4, 64, 64),
+                               cu_seqlens=torch.tensor(cu, dtype=torch.int32), seq_idx=seq[None],
+                               return_varlen_states=True)
+        return [k.removesuffix("_kernel") for k in names]
+
+    seq = (torch.arange(128) >= 50).int()
+    once = ["chunk_cumsum", "chunk_state", "chunk_scan", "varlen_state"]
+    assert kernels_run([0, 0, 50, 128], seq) == once
+    assert kernels_run([0, 60, 128], seq) == once[:3] + ["chunk_state", "varlen_state"]

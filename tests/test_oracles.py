@@ -102,6 +102,10 @@ CASES = {
     "varlen-h0-kept": dict(batch=1, seq_starts=(CS + 3, 2 * CS), cu_seqlens=(0, CS + 3, 2 * CS, 2 * CS, 3 * CS + 5),
                            init=True, z=True),
     "varlen-one-seq": dict(batch=1, seqlen=CS + 1, seq_starts=(), cu_seqlens=(0, CS + 1), init=True, final=False),
+    # sequence 0 ends inside chunk 0, then on its last token: initial_states still reach its state
+    "varlen-short-h0": dict(batch=1, seq_starts=(5, CS), cu_seqlens=(0, 5, CS, 3 * CS + 5), init=True),
+    "varlen-h0-edge": dict(batch=1, seq_starts=(CS,), cu_seqlens=(0, CS, 3 * CS + 5), init=True, z=True),
+    "varlen-empty-first": dict(batch=1, seq_starts=(7,), cu_seqlens=(0, 0, 7, 3 * CS + 5), init=True),
 }
 
 
@@ -132,18 +136,44 @@ def test_return_convention():
         assert len(oracle(*args, **{**kw, "return_final_states": True, "return_varlen_states": True})) == 3
 
 
-@pytest.mark.parametrize("seq0_len, keeps_h0", [(CS - 1, False), (CS, False), (CS + 1, True), (CS + 3, True)])
-def test_varlen_initial_states_follow_mamba(seq0_len, keeps_h0):
-    """mamba_ssm's chunk_state_varlen adds the carried state (which holds initial_states) only when
-    sequence 0 is longer than chunk_size (length exactly chunk_size drops them); the oracles follow."""
+def _final_of(args, lo, hi, h0=None):
+    """The recurrence's final state of tokens [lo, hi) of batch 0, run alone from h0 (None: zero)."""
+    x, dt, A, B, C, cs = args
+    cut = [t[:1, lo:hi] for t in (x, dt)] + [A] + [t[:1, lo:hi] for t in (B, C)] + [cs]
+    return ssd_recurrence_f64(*cut, initial_states=h0, return_final_states=True)[1][0]
+
+
+@pytest.mark.parametrize("seq0_len", (1, CS - 1, CS, CS + 1, CS + 3))
+def test_varlen_state0_includes_initial_states(seq0_len):
+    """Varlen state 0 is the state after sequence 0's last token, started from initial_states, at any
+    chunk size: mamba_ssm 2.3.2.post1 leaves them out when sequence 0 ends inside chunk 0 or on its
+    last token (docs/findings/mamba-ssm-varlen-state0.md); the oracles do the math."""
     args, kw = _problem(3, batch=1, seqlen=2 * CS, init=True, final=False,
                         cu_seqlens=(0, seq0_len, 2 * CS), seq_starts=(seq0_len,))
-    prefix = [a[:, :seq0_len] for a in args[:2]] + [args[2]] + [a[:, :seq0_len] for a in args[3:5]] + [CS]
-    h0 = kw["initial_states"] if keeps_h0 else None
-    expect = ssd_recurrence_f64(*prefix, initial_states=h0, return_final_states=True)[1][0]
+    expect = [_final_of(args, 0, seq0_len, kw["initial_states"]), _final_of(args, seq0_len, 2 * CS)]
+    for oracle in (ssd_recurrence_f64, ssd_quadratic_f64, ssd_chunked_f64):
+        for cs in (CS, 2 * CS, 4 * CS):
+            _, varlen = oracle(*args[:5], cs, **kw)
+            for i, want in enumerate(expect):
+                assert _rel(varlen[i], want) <= F64_AGREEMENT, f"{oracle.__name__} chunk {cs} state {i}"
+
+
+@pytest.mark.parametrize("cu, starts", [((0, 0, 5, 2 * CS), (5,)), ((0, 5, 5, 2 * CS), (5,)),
+                                        ((0, 2 * CS, 2 * CS), ()), ((0, 0, 0, 2 * CS), ())],
+                         ids=["empty-first", "empty-middle", "empty-last", "two-empty-first"])
+def test_varlen_empty_sequences(cu, starts):
+    """An empty sequence's state is zero; initial_states belong to the sequence holding token 0 (seq_idx
+    0), even when empty sequences precede it in cu_seqlens (docs/contract.md)."""
+    args, kw = _problem(12, batch=1, seqlen=2 * CS, init=True, final=False, cu_seqlens=cu, seq_starts=starts)
+    h0 = kw["initial_states"]
+    expect = []
+    for lo, hi in zip(cu[:-1], cu[1:]):
+        expect.append(torch.zeros_like(h0[0], dtype=torch.float64) if hi == lo
+                      else _final_of(args, lo, hi, h0 if lo == 0 else None))
     for oracle in (ssd_recurrence_f64, ssd_quadratic_f64, ssd_chunked_f64):
         _, varlen = oracle(*args, **kw)
-        assert _rel(varlen[0], expect) <= F64_AGREEMENT, oracle.__name__
+        for i, want in enumerate(expect):
+            assert _rel(varlen[i], want) <= F64_AGREEMENT, f"{oracle.__name__} state {i}"
 
 
 def test_default_dt_limit_clamps_negative_dt():
@@ -267,9 +297,12 @@ def test_yardstick_error_grows_as_precision_drops():
     assert tf32 > 10 * errs[torch.float32]
 
 
-def test_yardstick_varlen():
+@pytest.mark.parametrize("case", ["varlen", "varlen-short-h0"])
+def test_yardstick_varlen(case):
+    """The yardstick's varlen states sit a dtype-sized distance from the math: with sequence 0 inside
+    chunk 0 ("varlen-short-h0") a yardstick missing initial_states is ~100% off and would set the budget."""
     for dtype, limit in ((torch.float32, 1e-5), (torch.bfloat16, 3e-2)):
-        args, kw = _in_dtype(*_problem(8, **CASES["varlen"]), dtype)
+        args, kw = _in_dtype(*_problem(8, **CASES[case]), dtype)
         got = ssd_yardstick(*args, **kw, state_dtype="input")
         ref = ssd_chunked_f64(*args, **kw)
         assert got[2].dtype == dtype

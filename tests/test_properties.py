@@ -19,12 +19,10 @@ def check(prop_name: str, info, data, **strategy_kw) -> None:
                                      **strategy_kw), label="problem")
     for feature, present in tally(problem).items():
         event(f"{feature}={present}")
-    xfail = info.xfail_for(prop_name, problem.dtype)
-    if xfail is not None:
-        event(f"xfail: {xfail.reason}")
-        return
     note(problem.repro(info.name, prop_name))
     result = invariants.PROPERTIES[prop_name](info, problem)
+    for known in result.known:
+        event(f"known deviation{' (unexpected pass)' if known.unexpected_pass else ''}: {known.reason}")
     if result.skipped:
         event(f"not applicable: {result.skipped}")
         if result.outside_domain:

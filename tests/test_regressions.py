@@ -10,6 +10,7 @@ import pytest
 from kernels.registry import UnsupportedProblem, check_supported
 
 from properties import invariants
+from properties.deviations import declared_examples, unmet
 from properties.problem import SSDProblem
 from properties.report import assert_passed
 
@@ -24,13 +25,25 @@ CASES = [
     ("prop_seq_idx_packing", "reset exactly at a chunk edge",
      SSDProblem(batch=1, seqlen=97, nheads=2, headdim=8, dstate=16, ngroups=1, chunk_size=32, dtype="float32",
                 decay=3.0, initial_states=True, seq_starts=(64, 65), varlen=True, seed=11)),
-    # Found on the H200 (reports/2026-11-30-cutile-gate.md): varlen state 0 holds initial_states at
-    # chunk 64 (sequence 0 ends past the first chunk) but not at chunk 128, by mamba_ssm's semantics;
-    # chunk-size invariance must not compare that one state (a suite false positive, not a kernel bug).
-    ("prop_chunk_size_invariance", "mamba_ssm varlen quirk is chunk-size dependent",
+    # Found on the H200 (reports/2026-11-30-cutile-gate.md): varlen state 0 held initial_states at chunk
+    # 64 (sequence 0 ends past the first chunk) but not at chunk 128, mamba_ssm 2.3.2.post1's bug, once
+    # copied into the oracles and torch-ref (docs/findings/mamba-ssm-varlen-state0.md). Varlen state 0
+    # starts from initial_states at every chunk size: these three fail on an implementation without them.
+    ("prop_chunk_size_invariance", "varlen state 0 holds initial_states at every chunk size",
      SSDProblem(batch=1, seqlen=129, nheads=1, headdim=16, dstate=16, ngroups=1, chunk_size=64, dtype="bfloat16",
                 decay=0.0, dt_mu=-4.0, initial_states=True, final_states=True, seq_starts=(127,), varlen=True,
                 seed=0)),
+    # the same at seed 2, where the other chunk size is 128 for torch-ref too (sequence 0 inside chunk 0)
+    ("prop_chunk_size_invariance", "varlen state 0 holds initial_states where it ends inside chunk 0",
+     SSDProblem(batch=1, seqlen=129, nheads=1, headdim=16, dstate=16, ngroups=1, chunk_size=64, dtype="bfloat16",
+                decay=0.0, dt_mu=-4.0, initial_states=True, final_states=True, seq_starts=(127,), varlen=True,
+                seed=2)),
+    ("prop_matches_oracle", "varlen state 0 ends inside chunk 0 and holds initial_states",
+     SSDProblem(batch=1, seqlen=96, nheads=2, headdim=16, dstate=16, ngroups=1, chunk_size=64, dtype="float32",
+                initial_states=True, seq_starts=(40,), varlen=True, seed=0)),
+    ("prop_seq_idx_packing", "varlen state 0 ends on chunk 0's last token and equals a separate run",
+     SSDProblem(batch=1, seqlen=100, nheads=2, headdim=8, dstate=16, ngroups=1, chunk_size=32, dtype="float32",
+                decay=0.3, initial_states=True, seq_starts=(32,), varlen=True, seed=3)),
     # Found on the H200 with mamba_ssm (reports/2026-11-30-peers-suite.md, finding 1): Triton's TF32 cuts
     # fp32 operands, and at seqlen 1 y = dt (C.B) x with a cancelling C.B puts a correct TF32 result past
     # the fixed normwise bound; the yardstick must model the truncation and set the bound (suite false
@@ -69,3 +82,20 @@ def test_regression(impl, prop, why, problem, ieee_reference_math):
     if reason:
         pytest.skip(reason)
     assert_passed(invariants.PROPERTIES[prop](impl, problem), test_file="tests/test_regressions.py")
+
+
+def test_declared_deviations_occur(impl, ieee_reference_math):
+    """Every declared deviation (KernelInfo.deviations) on its own examples: each is reported as the
+    known deviation (counted in the report, an unexpected pass listed there and failed under
+    --ssd-strict-deviations), its other outputs still checked; each (deviation, property) is met."""
+    if not impl.deviations:
+        pytest.skip(f"{impl.name} declares no deviations")
+    runs = []
+    for d, problem, prop in declared_examples(impl):
+        reason = _applicable(impl, problem)
+        assert reason is None, f"{impl.name}: Deviation.examples holds a problem it does not support: {reason}"
+        result = invariants.PROPERTIES[prop](impl, problem)
+        assert_passed(result, test_file="tests/test_regressions.py")
+        runs.append((d, prop, result))
+    missing = unmet(impl, runs)
+    assert not missing, f"{impl.name}: declared deviations never met by their examples: {missing}"

@@ -78,7 +78,8 @@ def test_report_follows_the_schema(report_run):
     d, proc = report_run
     r = _strict_json(d / "r.json")
     assert r["schema"] == "ssdcheck-report/1"
-    assert set(r) == {"schema", "meta", "summary", "results", "properties", "tallies", "tests", "reproducers", "gate"}
+    assert set(r) == {"schema", "meta", "summary", "results", "properties", "tallies", "tests", "reproducers", "gate",
+                      "deviations"}
     m = r["meta"]
     for key in ("created", "host", "platform", "python", "command", "cwd", "impls", "hypothesis", "versions",
                 "git", "gpu", "tolerance_policy", "compile_cache", "timing", "xdist", "device", "fuzz"):
@@ -90,6 +91,7 @@ def test_report_follows_the_schema(report_run):
     assert m["git"]["kernels_sha256"] == source_digest(str(ROOT))   # which kernels ran, whatever .git says
     assert "--ssd-report" in m["command"] and m["impls"] == ["torch-ref"]
     assert r["summary"]["tests"] == {"passed": 3} and r["summary"]["exitstatus"] == 0
+    assert (r["summary"]["known_deviations"], r["summary"]["unexpected_passes"], r["deviations"]) == (0, 0, [])
     assert r["summary"]["examples"] == sum(p["examples"] for p in r["properties"]) > 0
     keys = set()
     for row in r["results"]:

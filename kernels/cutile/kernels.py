@@ -619,9 +619,11 @@ def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
     """grid (nseq * h, cdiv(p,BP) * cdiv(n,BN)). Batch 1: x (1,l,h,p), Bm (1,l,g,n), dtc/cs (1,h,Lpad),
     states (1,nchunks,h,p,n), cu_seqlens (nseq+1) int32, out (nseq,h,p,n) in the state dtype.
 
-    mamba_ssm's chunk_state_varlen: the state at token end-1 of sequence s is the part of its chunk
-    from max(start, chunk start) decayed to end-1, plus the state entering that chunk decayed
-    likewise when the sequence began before the chunk. An empty sequence gets zeros.
+    The state at token end-1 of sequence s is the part of its chunk from max(start, chunk start)
+    decayed to end-1, plus the state entering that chunk decayed likewise when it belongs to the
+    sequence: the sequence began before the chunk, or it starts at token 0, where the state entering
+    chunk 0 is initial_states (mamba_ssm's chunk_state_varlen tests only the first, so its varlen
+    state 0 misses them: docs/findings/mamba-ssm-varlen-state0.md). An empty sequence gets zeros.
     """
     nheads = x.shape[2]
     sid = ct.bid(0) // nheads
@@ -649,7 +651,7 @@ def varlen_state_kernel(x, Bm, dtc, cs, states, cu_seqlens, out,
             bs = ct.load(Bm, (0, blk, g, nt), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
             bw = (bs.astype(ct.float32) * w[:, None]).astype(x.dtype)
             acc = ct.mma(ct.transpose(xs), bw, acc)
-        if start < c0:
+        if (start < c0) | (start == 0):
             st = ct.load(states, (0, c, hh, pt, nt), shape=(1, 1, 1, BP, BN),
                          padding_mode=ZERO).reshape((BP, BN))
             acc = acc + st.astype(ct.float32) * ct.exp2(cs_last)

@@ -20,10 +20,10 @@ dt, the cumsum, decays and the carried state are fp32; the state entering each c
 the input dtype (state_dtype="input", as mamba_ssm does); final_states are fp32 and
 varlen_states are in the state dtype (x.dtype), as mamba_ssm returns them.
 
-varlen_states (cu_seqlens, batch 1) follow mamba_ssm's chunk_state_varlen: a sequence's tokens in the
-chunk of its last token plus, if it began before that chunk, the state entering the chunk; the
-carried state is the one of a pass whose seq_idx is derived from cu_seqlens, so every packed
-sequence starts from zero (initial_states belong to sequence 0) whatever seq_idx was given.
+varlen_states (cu_seqlens, batch 1): a sequence's tokens in the chunk of its last token plus the state
+entering the chunk if it began before that chunk or starts at token 0; that state comes from a
+pass whose seq_idx is derived from cu_seqlens (token 0's sequence is 0), so every packed sequence
+starts from zero, the one holding token 0 from initial_states, whatever seq_idx was given.
 
 NaN / Inf are passed through, never sanitized: a NaN in x at (t, h, p) reaches y[:, t:, h, p] of
 its sequence through the carried state, and y[t', h, p] for every t' of t's chunk, earlier ones
@@ -446,6 +446,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
                 cu32 = _dense(cu_seqlens.to(device=x.device, dtype=torch.int32))
                 derived = torch.bucketize(torch.arange(l, device=x.device, dtype=torch.int32),
                                           cu32[1:], right=True).to(torch.int32).reshape(1, l)
+                derived = derived - derived[:, :1]   # token 0's sequence is 0 (empty ones may precede it)
                 if seq32 is None or not torch.equal(seq32, derived):
                     states, _ = _run_state(x, B, dtc, cs, init32, _dense(derived), chunk_size, x.dtype)
                 varlen = _run_varlen(x, B, dtc, cs, states, cu32, chunk_size)

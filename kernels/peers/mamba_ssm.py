@@ -31,6 +31,10 @@ Capabilities, from the 2.3.2.post1 sources (mamba_ssm/ops/triton/...):
   are all in backward kernels); the autotuned config is cached per key (chunk_size, hdim, dstate).
   Not declared bitwise batch-invariant (nothing in mamba_ssm promises it).
 
+Known bug, declared (VARLEN_STATE0, docs/findings/mamba-ssm-varlen-state0.md): with cu_seqlens and
+initial_states, varlen state 0 leaves the initial state out when sequence 0 ends inside chunk 0 or on
+its last token (ssd_chunk_state.py:701); the suite reports it as a known deviation, not a failure.
+
 Stages: mamba_ssm's own stage launchers, exposed with the stage signatures prop_stages_match_oracle
 calls: `_chunk_cumsum_fwd` and `_chunk_state_fwd` as they are; `_state_passing_fwd` with states
 flattened to (p*n) and the chunk-end cumsum, as ssd_combined.py l.379-382 calls it; chunk_scan =
@@ -52,7 +56,7 @@ import types
 import torch
 
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import ALL_OPTIONS, KernelInfo, check_call
+from kernels.registry import ALL_OPTIONS, Deviation, KernelInfo, check_call
 
 PACKAGE = "mamba_ssm"
 MODULE = "mamba_ssm.ops.triton.ssd_combined"
@@ -189,6 +193,52 @@ _STAGE_IMPLS = {"chunk_cumsum": _chunk_cumsum, "chunk_state": _chunk_state, "sta
 STAGES = {name: _stage(name) for name in _STAGE_IMPLS}
 
 
+def _drops_initial_states(problem) -> bool:
+    """chunk_state_varlen (ssd_chunk_state.py:701) adds the state entering the chunk of a sequence's
+    last token only if the sequence began before that chunk, never for chunk 0, where that state is
+    initial_states: so varlen state 0 misses them when sequence 0 ends inside chunk 0 or on its last token."""
+    first_end = problem.seq_starts[0] if problem.seq_starts else problem.seqlen
+    return problem.varlen and problem.initial_states and first_end <= problem.chunk_size
+
+
+def varlen_state0_misses_initial_states(problem, *variants) -> bool:
+    """The problem meets the bug; compared with variants (another chunk size), exactly where one
+    run meets it and another does not (both missing the initial states agree with each other)."""
+    hits = {_drops_initial_states(p) for p in (problem, *variants)}
+    return hits == {True, False} if variants else hits == {True}
+
+
+def drop_initial_states_from_varlen_state0(forward):
+    """`forward` (keyword arguments of mamba_chunk_scan_combined) with this bug: varlen state 0 as if
+    initial_states were None where sequence 0 ends inside chunk 0 or on its last token."""
+    def buggy(**kw):
+        out = forward(**kw)
+        cu, h0 = kw.get("cu_seqlens"), kw.get("initial_states")
+        if not kw.get("return_varlen_states") or h0 is None or int(cu[1]) > kw["chunk_size"]:
+            return out
+        varlen = out[-1].clone()
+        varlen[0] = forward(**{**kw, "initial_states": None})[-1][0]
+        return (*out[:-1], varlen)
+    return buggy
+
+
+VARLEN_STATE0 = Deviation(
+    props=("prop_matches_oracle", "prop_chunk_size_invariance", "prop_seq_idx_packing"),
+    outputs=("varlen_states",),
+    condition=varlen_state0_misses_initial_states,
+    reason=("varlen state 0 leaves initial_states out when sequence 0 ends inside chunk 0 or on its last "
+            "token (chunk_state_varlen adds the state entering the chunk only if start_idx < chunk_start)"),
+    finding="docs/findings/mamba-ssm-varlen-state0.md",
+    model=drop_initial_states_from_varlen_state0,
+    examples=(  # sequence 0 ends inside chunk 0; then exactly on its last token
+        dict(batch=1, seqlen=96, nheads=2, headdim=16, dstate=16, chunk_size=64, dtype="float32",
+             initial_states=True, seq_starts=(40,), varlen=True, seed=0),
+        dict(batch=1, seqlen=160, nheads=2, headdim=16, dstate=16, chunk_size=64, dtype="bfloat16",
+             initial_states=True, seq_starts=(64, 100), varlen=True, seed=0),
+    ),
+)
+
+
 INFO = KernelInfo(
     name="mamba-ssm",
     fn=mamba_ssm_forward,
@@ -204,9 +254,10 @@ INFO = KernelInfo(
     matmul="tf32-trunc",
     bitwise_batch_invariant=False,
     deterministic=True,
+    deviations=(VARLEN_STATE0,),
     notes=("mamba_ssm 2.3.2.post1 Triton mamba_chunk_scan_combined, loaded without its package __init__; "
            "chunk states fp32, states entering chunks in C.dtype, final states fp32; truncating TF32 tl.dot for fp32"),
 )
 
-__all__ = ["INFO", "STAGES", "mamba_ssm_forward", "load_ssd_combined", "find_package_dir", "register_stub_package",
+__all__ = ["INFO", "STAGES", "VARLEN_STATE0", "mamba_ssm_forward", "load_ssd_combined", "find_package_dir", "register_stub_package",
            "version"]
