@@ -4,7 +4,7 @@
 
 The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work between kernels or
 that matters through launch count needs the forward (session 19's DTP, chunk_cumsum folded into
-chunk_state, was measured this way: reports/2026-12-01-session19.md). For each
+chunk_state, was measured this way: reports/2026-12-01-dtp-hang.md). For each
 shape and chunk: A is the dispatch table, B is the row the table chooses there with the named
 constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched). Both run on
 the same inputs (bench.race.make_inputs); B's output is compared with A's (normwise) before timing.

@@ -19,7 +19,7 @@ specialization the GPU's JIT used, demangled from the kernel symbols in FILE (Ns
 names them): compile_matrix's units assume no divisibility and can differ a lot (session 14: the
 FAST scan 168 registers and a 528 B frame there, 80 registers and none as the race ran it).
 
-    python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-session14/call6/ncu-details.txt
+    python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-dlat-rows/ncu-scan/ncu-details.txt
     python scripts/cubin_resources.py --compile-sweep WW8 --shape b2-l32768-h32-p64-n64-g1@64
 
     python scripts/cubin_resources.py --compile-config chunk_walk:BN=64,SPLIT=1,BP=32 --shape b8-l2048-h32-p64-n64-g1@64

@@ -6,7 +6,7 @@
 In session 19, chunk_state with DTP stored two (1, 1, 64) fp32 tiles under `if col == 0:` (col =
 ct.bid(0)) inside its chunk loop, beside the loop's TMA loads and an unconditional state store; every
 launch hung the H200 (tileiras 13.4.92, cuda-tile 1.7.0). The same stores with allow_tma=False, or
-made unconditional, finished (reports/2026-12-01-session19.md). This kernel keeps only that pattern:
+made unconditional, finished (reports/2026-12-01-dtp-hang.md). This kernel keeps only that pattern:
 each block walks `n_iter` 64-wide tiles of its row, takes a running cumsum, stores a (64, 64) product
 tile every iteration (the "state" store) and, in the blocks of column 0 only, the cumsum tile. Each
 variant runs in its own process under a timeout; a finished one is checked against torch.

@@ -624,11 +624,15 @@ def test_timing_phases_add_up_and_reset():
     assert set(got) == {"impl"} and got["impl"] >= 0.01 and timing.take() == {}
 
 
-def test_summary_flags_features_the_run_barely_reached():
-    """Session 16's gate drew whole chunks without seq_idx in 6.8% of its examples (the FAST paths'
-    domain), and two mutants there survived: the summary says so next to the tallies."""
+def test_summary_flags_features_the_run_barely_reached(tmp_path):
+    """The FACT gate (reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
+    examples (the FAST paths' domain), and two mutants there survived: the summary says so next to the
+    tallies."""
+    import lzma
     root = Path(__file__).resolve().parent.parent
-    report = root / "reports/raw/2026-12-01-session16/call3/gate/report.json"
+    packed = root / "reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
+    report = tmp_path / "report.json"
+    report.write_bytes(lzma.decompress(packed.read_bytes()))
     out = subprocess.run([sys.executable, "scripts/summarize_report.py", str(report)], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     flagged = [line for line in out.splitlines() if "**under 10%**" in line]
