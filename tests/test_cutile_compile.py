@@ -229,9 +229,9 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded(monkeypatch):
     """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
     signature by the JIT's rule: the state and scan symbols at 8x2K and 2x32K n64, chunk 64, are the
-    ones Nsight Compute recorded there (state: session 15; scan: session 17, with D passed as (h, 1)
-    and FTZ, FACT in its constants). It fails if the rule or the launcher's arguments drift from what
-    the GPU ran. Since session 20 the table walks 8x2K (chunk_walk): the walk is turned off to reach
+    ones Nsight Compute recorded there (state: 2026-11-30, ftz-decays; scan: 2026-12-01, peers-suite,
+    with D passed as (h, 1) and FTZ, FACT in its constants). It fails if the rule or the launcher's
+    arguments drift from what the GPU ran. Since the chunk walk (2026-12-01) the table walks 8x2K (chunk_walk): the walk is turned off to reach
     the two kernels the profiler saw."""
     from kernels.cutile import dispatch, launcher
     cr = _cubin_resources()
@@ -300,7 +300,7 @@ def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_t
 
 @pytest.mark.compile
 def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
-    """scripts/repro_tma_store_branch.py (session 19's hang, reduced) must keep compiling for sm_90 until a
+    """scripts/repro_tma_store_branch.py (the DTP hang of reports/2026-12-01-dtp-hang.md, reduced) must keep compiling for sm_90 until a
     GPU runs it, and its fix variant must really differ: the branch's store with and without TMA
     compiles to different cubins (sha256) in the JIT's divisible specialization."""
     import subprocess
@@ -318,7 +318,7 @@ def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
 @pytest.mark.compile
 def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
-    occupancy 2 (128 registers) both rows compiled with no frame in session 20 (93-101 KB of shared
+    occupancy 2 (128 registers) both rows compiled with no frame on the H200 (reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
     at the benchmark shapes the rows serve, before it costs GPU time."""
     from kernels.cutile import dispatch

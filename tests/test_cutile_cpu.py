@@ -361,7 +361,7 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
 
 
 def test_forward_passes_a_per_head_D_unexpanded_and_chooses_each_config_once(monkeypatch):
-    """Host time (session 15): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
+    """Host time (reports/2026-11-30-ftz-decays.md): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
     (the kernel broadcasts it; no expand-and-copy, no GPU copy), D (h, p) as it is; the table is consulted
     once per (kernel, problem), while an override still wins on every call."""
     from bench.host_profile import launches_stubbed
@@ -422,7 +422,7 @@ def test_config_get_names_the_missing_constant():
 
 
 def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(monkeypatch):
-    """Host time (session 19): a forward whose tensors' shapes, dtypes and devices and whose plain
+    """Host time (reports/2026-12-01-dtp-hang.md): a forward whose tensors' shapes, dtypes and devices and whose plain
     arguments equal an earlier call's that passed every check skips the checks (about 30 of the 40 us
     they cost). A changed dtype, chunk size or flag is checked again; seq_idx (whose values are
     checked) and arguments of unusual types are checked on every call; a failing call is never

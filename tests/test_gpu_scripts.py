@@ -1,7 +1,7 @@
 """The GPU scripts take every setting from the environment; an argument must not start a run.
 
-On a lent GPU a mistaken `--help` that runs the whole script costs minutes of a 30-minute lease
-(it happened: session 10 lost 240 s to `gpu_peers.sh --help`).
+On a GPU host a mistaken `--help` that runs the whole script costs minutes of GPU time (it happened
+on the H200: 240 s lost to `gpu_peers.sh --help`, 2026-11-30).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_race_script_packs_every_step_into_one_archive_without_a_gpu(tmp_pat
 
 
 def test_the_race_archive_keeps_the_finished_steps_when_a_limit_cuts_the_script(tmp_path):
-    """Session 16: an outer `timeout` cut gpu_race.sh in its third group and the finished groups'
+    """On the H200 (reports/2026-12-01-fact-scan.md) an outer `timeout` cut gpu_race.sh in its third group and the finished groups'
     JSONs, three folders deep, never came back. The archive is now rewritten after every step. A fake
     python3 finishes the first step at once and hangs in the second; the cut leaves the first's log."""
     root = Path(__file__).resolve().parents[1]

@@ -418,8 +418,8 @@ def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
 
 
 def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
-    """The stall report is a Python thread: an example stuck in a C call that holds the GIL (session 19:
-    the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
+    """The stall report is a Python thread: an example stuck in a C call that holds the GIL (on the H200,
+    reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
     trace. The faulthandler timer needs no GIL: 2 s into the 5 s GIL-holding sleep it writes the test's
     header and every thread's stack to <report>.hang-main.txt, and the end of the run names the file."""
     env = {**_env(), "SSDCHECK_TEST_HANG_S": "5"}
