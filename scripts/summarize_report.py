@@ -15,7 +15,7 @@ FEATURE_FLOOR = 0.10   # strategies.tally: each feature in at least 10% of a GPU
 
 def thin_features(fraction: dict[str, float], floor: float = FEATURE_FLOOR) -> dict[str, float]:
     """The tallied features fewer than `floor` of the examples had: code paths the run barely reached
-    (session 16: whole chunks without seq_idx at 6.8%, and two mutants of that path survived)."""
+    (the FACT gate, reports/2026-12-01-fact-scan.md: whole chunks without seq_idx at 6.8%, and two mutants of that path survived)."""
     return {k: v for k, v in fraction.items() if v < floor}
 
 
