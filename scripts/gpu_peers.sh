@@ -47,10 +47,9 @@ mkdir -p "$DEST/peers" "$DEST/bench"
 rm -f "$DEST/peers/results.jsonl" "$DEST/peers/report.json" "$DEST/peers/summary.txt"
 export PYTHONUNBUFFERED=1
 
-case ":${PYTHONPATH:-}:" in
-  *:/tmp/site:*) ;;
-  *) if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_peers: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi ;;
-esac
+if [ -z "${SSDCHECK_GPU_SITE:-}" ]; then   # setup.sh not sourced yet
+  if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_peers: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi
+fi
 
 {
   echo "== environment"

@@ -28,10 +28,9 @@ TUNING=${TUNING:-reports/tilegym-tuning-h200.json}
 N_BUDGET_S=${N_BUDGET_S:-120}
 TG_BUDGET_S=${TG_BUDGET_S:-85}
 STAGES_S=${STAGES_S:-200}
-case ":${PYTHONPATH:-}:" in   # setup.sh already sourced: its /tmp/site is on the path
-  *:/tmp/site:*) ;;
-  *) if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_race: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi ;;
-esac
+if [ -z "${SSDCHECK_GPU_SITE:-}" ]; then   # setup.sh not sourced yet
+  if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_race: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi
+fi
 mkdir -p "$DEST/work/race"
 cp "$TUNING" "$DEST/tuning.json"
 SUMMARY=$DEST/summary.txt
