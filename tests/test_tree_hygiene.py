@@ -32,7 +32,7 @@ RULES = (
     ("a numbered lending call", r"(?i)(?<!--)\bcal[l]s?[\s_-]?\d+\b"),
     ("a " + "lea" + "se", r"(?i)\bleas[e](?:s|d)?\b"),
     ("what a lending service carries over",
-     r"(?i)\bcarr(?:y|ied)[ -](?:over|paths?|lists?)\b|what to carr[y]\b|`carr[y]`|--carr[y]\b"),
+     r"(?i)\bcarr(?:y|ied)[ -](?:paths?|lists?)\b|what to carr[y]\b|`carr[y]`|--carr[y]\b"),
     ("an output-folder variable", r"\$\{?OU[T]\b|\bR=\$"),
     ("a GPU-lending guide (run" + "book)", r"(?i)runboo[k]"),
     ("a peers folder beside the checkout (use $SSDCHECK_PEERS_DIR)", r"shared/peer[s]"),
@@ -145,7 +145,7 @@ _BAD = (
     "${" + "OUT:-out}", "docs/gpu-run" + "book.md", "fetch it from shared/" + "peers/",
 )
 _GOOD = (
-    "the carried state decays", "carry = ct.extract(run)", "the 2025.3.1 release", "--calls 300",
+    "the carried state decays", "fp32 carry over chunks", "carry = ct.extract(run)", "the 2025.3.1 release", "--calls 300",
     "the whole pytest session", "fp16 and s8 tiles", "call_count = 3", "a call to ct.launch",
     "SSDCHECK_PEERS_DIR=/opt/peers", "--out DIR", "TILEGYM_OUT",
 )

@@ -75,9 +75,10 @@ def find_package_dir(search_path=None) -> str:
                 return os.path.abspath(cand)
     raise PeerUnavailable(
         f"mamba-ssm: no mamba_ssm source folder (one holding {_MARKER}) on sys.path"
-        f"{'' if search_path is None else ' / search_path'} or in ${SRC_ENV}. Unpack "
-        f"shared/peers/mamba_ssm-2.3.2.post1.tar.gz and put its top folder on PYTHONPATH "
-        f"(`source .gpu-bundle/setup.sh` does it on the GPU host)")
+        f"{'' if search_path is None else ' / search_path'} or in ${SRC_ENV}. Unpack mamba-ssm 2.3.2.post1's "
+        f"sdist (mamba_ssm-2.3.2.post1.tar.gz in $SSDCHECK_PEERS_DIR: pip download mamba-ssm==2.3.2.post1 "
+        f"--no-deps --no-binary :all:) and put its top folder on PYTHONPATH or in ${SRC_ENV} "
+        f"(on a GPU host `source .gpu-bundle/setup.sh` does it: docs/gpu-host.md)")
 
 
 def _version_of(pkg_dir: str) -> str:
