@@ -169,3 +169,13 @@ def test_the_bundle_packs_toolchain_wheel_and_peers_and_its_setup_unsets_cuda_ho
     assert tilegym.startswith(str(gpu_tmp / "site")) and mamba.startswith(str(gpu_tmp / "peers-src"))
     direct = subprocess.run(["bash", str(bundle / "setup.sh")], capture_output=True, text=True, timeout=20, env=env)
     assert direct.returncode == 2 and "source it" in direct.stderr
+
+
+def test_the_gpu_host_doc_names_the_bundle_scripts_and_the_host_settings():
+    """docs/gpu-host.md is what a GPU host's operator reads: it must name the scripts that build and
+    install the bundle and each setting the scripts depend on."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "gpu-host.md").read_text()
+    for needed in ("scripts/gpu_bundle.sh", "source .gpu-bundle/setup.sh", "scripts/gpu_setup.sh",
+                   "$SSDCHECK_PEERS_DIR", "CUDA_HOME", "--ssd-compile-cache", "$SSDCHECK_COMPILE_CACHE",
+                   "one worker per CPU core", "tilegym-1.5.1", "mamba-ssm==2.3.2.post1", "vllm==0.33.0"):
+        assert needed in text, needed
