@@ -1,10 +1,10 @@
 """A/B one change to the dispatch row a shape runs: the whole forward, table against table-with-the-change.
 
-    python -m bench.ab_row --shape b8-l2048-h32-p64-n64-g1@64 --set chunk_state:SLAT=0 --out $OUT/ab
+    python -m bench.ab_row --shape b8-l2048-h32-p64-n64-g1@64 --set chunk_state:SLAT=0 --out out/ab
 
 The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work between kernels or
-that matters through launch count needs the forward (session 19's DTP, chunk_cumsum folded into
-chunk_state, was measured this way: reports/2026-12-01-session19.md). For each
+that matters through launch count needs the forward (DTP, chunk_cumsum folded into chunk_state, was
+measured this way: reports/2026-12-01-dtp-hang.md). For each
 shape and chunk: A is the dispatch table, B is the row the table chooses there with the named
 constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched). Both run on
 the same inputs (bench.race.make_inputs); B's output is compared with A's (normwise) before timing.

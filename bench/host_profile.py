@@ -1,10 +1,10 @@
 """Where the host time of one forward goes: Python, argument checks, allocations or cuTile's launch.
 
-    python -m bench.host_profile --out $OUT/host --tilegym-tuning reports/tilegym-tuning-h200.json
+    python -m bench.host_profile --out out/host --tilegym-tuning reports/tilegym-tuning-h200.json
     python -m bench.host_profile --out /tmp/host --cpu     # any machine: the Python side alone
 
 At 8x2K n64 the race measured 0.209 ms of host time per cutile forward against 0.139 ms of kernels
-(session 12), so the forward there is partly launch-bound. This times, with nothing waited for
+(reports/2026-11-30-fast-table.md), so the forward there is partly launch-bound. This times, with nothing waited for
 (bench.race.host_ms), the whole forward, each stage's launcher alone, and TileGym's forward, then
 profiles N forwards with cProfile and lists the functions that own the time. Writes host.json and
 host.txt to --out.
@@ -66,7 +66,7 @@ def run(shapes, calls: int, tuning_path: str | None) -> dict:
     for shape in shapes:
         st = Stages(shape, CHUNK)
         fns = {"forward": st.forward, "cumsum": st.cumsum, "state": st.state, "scan": st.scan}
-        for fn in fns.values():   # first calls load the kernels (session 13's first run timed that)
+        for fn in fns.values():   # first calls load the kernels (a first run without them timed that: reports/2026-11-30-fastr-table.md)
             fn()
             fn()
         torch.cuda.synchronize()

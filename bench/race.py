@@ -1,8 +1,8 @@
 """Race the SSD forwards on one GPU: ssdcheck's cuTile, NVIDIA TileGym and mamba_ssm's Triton kernels.
 
     python -m bench.race --list                       # groups, shapes, estimated GPU minutes
-    python -m bench.race --group smoke --out $OUT/bench
-    python -m bench.race --group n128 --out $OUT/bench [--budget-s 540] [--shapes h32-] [--impls a,b]
+    python -m bench.race --group smoke --out out/bench
+    python -m bench.race --group n128 --out out/bench [--budget-s 540] [--shapes h32-] [--impls a,b]
 
 For every shape of the group, in one process and on the same inputs: each implementation, at each
 chunk size it supports among 64/128/256 (per the group), is (1) called once (wall time of that first
@@ -79,7 +79,7 @@ def make_inputs(shape: Shape, seed: int, device="cuda") -> dict:
 def downscale(kw: dict, seqlen: int = SMALL_SEQLEN) -> dict:
     """The whole batch and the first `seqlen` tokens of the same inputs. Kernels choose tiles by batch x
     heads (cuTile's state rows by block count), so the float64 check runs the configurations that are
-    timed; batch 1 took the few-block rows (session 18). The largest grid shape's reference, b8 h64 n256
+    timed; batch 1 took the few-block rows (reports/2026-12-01-two-heads-per-block.md). The largest grid shape's reference, b8 h64 n256
     at 1024 tokens, peaks at 8 GB on the CPU."""
     out = dict(kw)
     for k in ("x", "dt", "B", "C"):
@@ -160,7 +160,7 @@ def bench_ms(fn, device: str = "cuda") -> dict:
 def graph_ms(fn, device: str = "cuda") -> dict:
     """bench_ms of fn captured once in a CUDA graph and replayed: the kernels' time without the host's
     Python and launches, what a model served with CUDA graphs pays. At 8x2K every implementation's host
-    time per forward (0.13-0.32 ms, session 18) is as long as its kernels, so the eager figure there
+    time per forward (0.13-0.32 ms on the H200, reports/2026-12-01-two-heads-per-block.md) is as long as its kernels, so the eager figure there
     also measures the host; this one does not. Replays read the inputs the capture saw."""
     if device != "cuda":
         raise RuntimeError("CUDA graphs need a CUDA device")
@@ -449,7 +449,7 @@ class Runner:
 
 
 def skipped_reason(chunks: dict) -> str:
-    """Why an implementation has no result at a shape where every chunk size was skipped (session 16's
+    """Why an implementation has no result at a shape where every chunk size was skipped (the FACT run's
     summary printed an empty reason: an 80 s group budget left TileGym no slot)."""
     return "; ".join(f"cs{c}: {v.get('reason', '?')}" for c, v in chunks.items())
 

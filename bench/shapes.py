@@ -9,8 +9,9 @@ Costs that size a group (H200, first run on a fresh machine):
   holds neither seqlen, nheads nor ngroups, so every shape of one dstate shares it. Triton keeps the
   compiled binaries in ~/.triton/cache: a later group on the same warm machine compiles far less.
 * TileGym: exhaustive autotune of every new shape (all of its tensor shapes are in the key), about
-  2-3 min per (shape, chunk size) (shared/peers/README.md). Hence TileGym runs on 6 shapes only,
-  in the `tg*` groups, at chunk size 64 (the faster one at both shapes the README measured).
+  2-3 min per (shape, chunk size) (measured on the H200: reports/2026-11-30-race.md). Hence TileGym
+  runs on 6 shapes only, in the `tg*` groups, at chunk size 64 (the faster one at both shapes where
+  TileGym's own README measured both).
 * the rest: about 1 s per (shape, implementation, chunk size) for checks and timing.
 """
 from __future__ import annotations

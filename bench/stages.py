@@ -1,6 +1,6 @@
 """Kernel-by-kernel times of ssdcheck's cuTile forward and TileGym's, on the race's inputs.
 
-    python -m bench.stages --out $OUT/stages                      # on the GPU host, after setup.sh
+    python -m bench.stages --out out/stages                      # on the GPU host, after setup.sh
     python -m bench.stages --list                                 # the plan (any machine)
 
 The race says by how much the forwards differ; this says in which kernel. For each shape (default:

@@ -1,6 +1,6 @@
 """Sweep the cuTile kernels' dispatch constants at bench shapes: the tuning step before the race.
 
-    python -m bench.sweep_cutile --out $OUT/sweep            # on the GPU host, after setup.sh
+    python -m bench.sweep_cutile --out out/sweep            # on the GPU host, after setup.sh
     python -m bench.sweep_cutile --list                      # the plan (any machine)
 
 For each shape and chunk size it times the chunk_state and chunk_scan kernels alone, once with the
@@ -97,12 +97,12 @@ def state_candidates(chunk: int, dstate: int):
     if dstate >= 64:
         yield (f"BL{chunk}-BN64-FAST-SWAP-DLAT4-occ2",
                state_config(BL=chunk, BN=64, DLAT=4, FAST=chunk, SWAP=1, occupancy=2))
-    # session 14: the table's FAST rows at this chunk with 8 worker warps (cuTile's num_worker_warps)
+    # 2026-11-30 (dlat-rows): the table's FAST rows at this chunk with 8 worker warps (cuTile's num_worker_warps)
     yield from _with_worker_warps("chunk_state", chunk)
 
 
 def cumsum_candidates():
-    """(label, Config) for chunk_cumsum (session 15: 16 us against TileGym's 14 at 2x32K, the one stage
+    """(label, Config) for chunk_cumsum (2026-11-30, ftz-decays: 16 us against TileGym's 14 at 2x32K, the one stage
     never swept): heads per block and occupancy, as TileGym tunes its own (BLOCK_H, occupancy 4-8)."""
     from kernels.cutile.dispatch import Config, _c
     for bh in (8, 16, 32, 64):
@@ -123,8 +123,8 @@ def _with_worker_warps(kernel: str, chunk: int, warps: int = 8):
 
 def scan_candidates(chunk: int, dstate: int):
     """(label, Config) for chunk_scan: row tile up to 128 tokens, dstate tile, occupancy, latency,
-    and the FAST paths. (The head loop, HL heads per block, lost every sweep and was removed in
-    session 13: NOTES.)"""
+    and the FAST paths. (The head loop, HL heads per block, lost every sweep and was removed on
+    2026-11-30: NOTES.)"""
     from kernels.cutile.dispatch import scan_config
 
     def cfg(bl, bn, lat, occ):
@@ -153,11 +153,11 @@ def scan_candidates(chunk: int, dstate: int):
         for lat in (3, 4, 6):
             yield f"BL64-BN{bn}-FAST-LAT{lat}-occ3", scan_config(BL=64, BN=bn, LAT=lat, FAST=64, occupancy=3)
         yield f"BL64-BN{bn}-FAST-occ4", scan_config(BL=64, BN=bn, FAST=64, occupancy=4)
-        # session 13: a narrower dstate tile for a smaller register footprint (the 528 B frame it aimed at
-        # exists only in compile_matrix's export, not in the kernel the JIT builds: NOTES, session 14)
+        # 2026-11-30 (fastr-table): a narrower dstate tile for a smaller register footprint (the 528 B frame it aimed at
+        # exists only in compile_matrix's export, not in the kernel the JIT builds: NOTES, Nsight Compute)
         for occ in (3, 4):
             yield f"BL64-BN32-FAST-NARROW-occ{occ}", scan_config(BL=64, BN=32, FAST=64, occupancy=occ)
-        # session 14: Nsight Compute put the FAST scan at 80 registers x 256 threads, 3 blocks per SM of
+        # 2026-11-30 (dlat-rows): Nsight Compute put the FAST scan at 80 registers x 256 threads, 3 blocks per SM of
         # ~3.7 us each (83 waves), 70% of its theoretical occupancy achieved; TileGym's persistent grid
         # (2 blocks per SM) moves 10% more bytes per second. Persistence at the table's occupancy 3 and 4:
         for occ in (3, 4):
@@ -170,30 +170,30 @@ def scan_candidates(chunk: int, dstate: int):
                    scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, occupancy=occ, worker_warps=8))
         yield (f"BL64-BN{bn}-FAST-PERSIST-WW8-occ3",
                scan_config(BL=64, BN=bn, PERSIST=1, FAST=64, occupancy=3, worker_warps=8))
-        # session 15: FTZ (the decay tile's exp2 without its denormal fix-up, 1 instruction instead of 4)
+        # 2026-11-30 (ftz-decays): FTZ (the decay tile's exp2 without its denormal fix-up, 1 instruction instead of 4)
         # won at every shape and is now every row's default; FTZ0 is the A/B. (LDT, dt_j folded into the
         # exponent, lost: NOTES.)
         yield (f"BL64-BN{bn}-FAST-FTZ0-occ3",
                scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FTZ=0, occupancy=3))
-        # session 15: FACT, the decay factored as 2^cs_i * (2^-cs_j dt_j) where every |cs| of the chunk
+        # 2026-11-30 (ftz-decays): FACT, the decay factored as 2^cs_i * (2^-cs_j dt_j) where every |cs| of the chunk
         # is below 64 (the race's inputs: always): one multiply per score element instead of four ops
         yield (f"BL64-BN{bn}-FAST-FACT-occ3",
                scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=1, occupancy=3))
-        # session 17: HB2, two heads of a group per block sharing the C/B loads and the score tile
+        # 2026-12-01 (peers-suite): HB2, two heads of a group per block sharing the C/B loads and the score tile
         # (ncu: the scan waits on memory; a pair puts two x and two state tiles in flight per block)
         for occ in (2, 3):
             yield (f"BL64-BN{bn}-FAST-HB2-occ{occ}",
                    scan_config(BL=64, BN=bn, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64), HB=2,
                                occupancy=occ))
-        # session 18: HB2 over half the headdim (BP32), twice the blocks. At 8x2K the HB2 grid is 4096
+        # 2026-12-01 (two-heads-per-block): HB2 over half the headdim (BP32), twice the blocks. At 8x2K the HB2 grid is 4096
         # blocks, 15.5 waves of 264 at occupancy 2: the half-empty last wave is about the 2-3 us the
         # scan trails TileGym's by. 31 waves leave less idle, for a score tile computed twice per pair
         for occ in (2, 3):
             yield (f"BL64-BN{bn}-BP32-FAST-HB2-occ{occ}",
                    scan_config(BL=64, BN=bn, BP=32, LAT=4 if bn == 128 else 0, FAST=64, FACT=int(bn > 64),
                                HB=2, occupancy=occ))
-        # session 18: latency hints on the pair's loads (the scan waits on memory; LAT 3-6 lost with one
-        # head per block in session 15, at 80 registers and occupancy 3, not at HB2's 128 and 2)
+        # 2026-12-01 (two-heads-per-block): latency hints on the pair's loads (the scan waits on memory;
+        # LAT 3-6 lost with one head per block on 2026-11-30 (ftz-decays), at 80 registers and occupancy 3, not at HB2's 128 and 2)
         if bn == 64:
             for lat in (2, 4, 6):
                 yield (f"BL64-BN64-LAT{lat}-FAST-HB2-occ2",

@@ -113,7 +113,7 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
         # (batch, nheads) pattern costs a compile: on the GPU they come from small menus (measured on
         # the H200: 637 tileiras runs for 2086 examples with free batch 1-4 and nheads 1-16). 6 heads
         # give 3 heads per group (2 groups) and 1 (6 groups) with an even head count: a kernel that
-        # blocks heads in pairs or fours must not let a block cross a group (session 18: the powers of
+        # blocks heads in pairs or fours must not let a block cross a group (2026-12-01: the powers of
         # two alone never drew an odd count above 1, and a mutant pairing across groups survived).
         nheads = draw(st.sampled_from([h for h in (2, 6, 8, 16) if h % info.nheads_multiple_of == 0]))
         batch = draw(st.sampled_from([1, 2]))

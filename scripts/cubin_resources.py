@@ -16,10 +16,10 @@ two cubins hold the same machine code (debug sections and line info aside). `--c
 compiles the bench sweep's candidates whose label holds MATCH (bf16, sm_90, CUTILE_COMPILE_JOBS
 processes) and prints each one's resources; with `--like FILE` it compiles them in the array
 specialization the GPU's JIT used, demangled from the kernel symbols in FILE (Nsight Compute's output
-names them): compile_matrix's units assume no divisibility and can differ a lot (session 14: the
-FAST scan 168 registers and a 528 B frame there, 80 registers and none as the race ran it).
+names them): compile_matrix's units assume no divisibility and can differ a lot (measured on the H200,
+reports/2026-11-30-dlat-rows.md: the FAST scan 168 registers and a 528 B frame there, 80 registers and none as the race ran it).
 
-    python scripts/cubin_resources.py --compile-sweep WW8 --like reports/raw/2026-11-30-session14/call6/ncu-details.txt
+    python scripts/cubin_resources.py --compile-sweep WW8 --like ncu-details.txt   # an Nsight Compute text page
     python scripts/cubin_resources.py --compile-sweep WW8 --shape b2-l32768-h32-p64-n64-g1@64
 
     python scripts/cubin_resources.py --compile-config chunk_walk:BN=64,SPLIT=1,BP=32 --shape b8-l2048-h32-p64-n64-g1@64
@@ -158,7 +158,7 @@ def _jit_array(t):
     dtypes = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
     from cuda.tile.compilation import ArrayConstraint
     n, unit = t.dim(), max(16 // t.element_size(), 1)
-    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, session 15)
+    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, reports/2026-11-30-ftz-decays.md)
     return ArrayConstraint(
         dtypes[t.dtype], n, index_dtype=ct.int32, alias_groups=(),
         stride_lower_bound_incl=tuple(None if st == 1 else 0 for st in inner) + (None,),

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
+# usage: scripts/gpu_ci_compare.sh [--out DIR] [PYTEST SELECTION...]   # env: WORKERS=2 COMPILE_CACHE=cold
 # Run the same test selection on one GPU and with `-n 2` (one xdist worker per GPU), record the wall
 # time of each, and diff the per-test verdicts (and worst errors) of the two JSON reports.
 #
 #   scripts/gpu_ci_compare.sh                    # tests/test_properties.py --impl cutile, gpu profile, not slow
-#   scripts/gpu_ci_compare.sh tests/test_properties.py --impl cutile -k matches_oracle
+#   scripts/gpu_ci_compare.sh --out out/cmp tests/test_properties.py --impl cutile -k matches_oracle
 #
-# Environment:
-#   OUT=DIR          results go to $OUT/gpu_ci_compare (default ./out)
+# DIR defaults to out/gpu_ci_compare. Environment:
 #   WORKERS=N        xdist workers of the second run (default 2)
 #   COMPILE_CACHE=cold|shared
 #                    cold (default): each run starts with an empty cuTile compile cache of its own, so
@@ -18,13 +18,13 @@
 # summary.json, nvidia-smi.txt. Exit 0 when every test has the same outcome in both runs, 1 when a
 # verdict differs, 2 when a run could not produce its report.
 set -uo pipefail
+ARGS_PASS=1 source "$(dirname "$0")/_args.sh" out/gpu_ci_compare "$@"
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 WORKERS="${WORKERS:-2}"
-DEST="${OUT:-$PWD/out}/gpu_ci_compare"
 mkdir -p "$DEST"
-if [ "$#" -gt 0 ]; then
-  SEL=("$@")
+if [ "${#REST[@]}" -gt 0 ]; then
+  SEL=("${REST[@]}")
 else
   SEL=(tests/test_properties.py --impl cutile --hypothesis-profile=gpu -m "not slow")
 fi

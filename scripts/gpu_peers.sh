@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The peers on the H200: the property suite against TileGym and mamba_ssm, and one bench group that
-# checks the race end to end. Run from the repo root, after `source .gpu-bundle/setup.sh` (sourced
-# here if it was not). Everything lands in $OUT (or ./out/gpu_peers without it); the per-test summary
-# and the bench table are printed last.
+# usage: scripts/gpu_peers.sh [--out DIR]   # env: PART=all|tests|bench IMPLS=... TOTAL_S=570 (below)
+# The peers on a GPU host: the property suite against TileGym and mamba_ssm, and one bench group that
+# checks the race end to end, after `source .gpu-bundle/setup.sh` (sourced here if it was not).
+# Everything lands in DIR (default out/gpu_peers); the per-test summary and the bench table are
+# printed last.
 #
 #   scripts/gpu_peers.sh                        # bench smoke (~4 min), then the tests until TOTAL_S
-#   PART=tests IMPLS=tilegym scripts/gpu_peers.sh
+#   PART=tests IMPLS=tilegym scripts/gpu_peers.sh --out out/tg
 #   PART=bench GROUP=tg128 scripts/gpu_peers.sh # any bench group (python -m bench.race --list)
 #
 # Knobs (environment):
@@ -14,7 +15,7 @@
 #   K=<pytest -k expression>    a subset of the properties
 #   M=<pytest -m expression>    e.g. M="not slow" leaves out the 64K-token extreme-decay test
 #   PROFILE=gpu            Hypothesis profile (gpu: derandomized, 200 examples per property)
-#   TOTAL_S=570            wall-clock budget of the whole script (a GPU command is cut at 600 s)
+#   TOTAL_S=570            wall-clock budget of the whole script
 #   TUNING=reports/tilegym-tuning-h200.json   TileGym's recorded tuning choices, read by the race
 #   CHUNKS='mamba-ssm=64+128'  override the group's chunk sizes per implementation (race --chunks)
 #   GROUP=smoke, BENCH_BUDGET_S=360   the bench group and its budget (TileGym tuning is skipped when
@@ -29,11 +30,9 @@
 #                          dstate) then costs ~1 min of Triton autotuning; default pins its cheapest
 #                          config with MAMBA_DETERMINISTIC=1, the analogue of TILEGYM_DISABLE_AUTOTUNE)
 set -uo pipefail
-# every setting comes from the environment: any argument (--help too) prints the header and runs nothing
-if [ "$#" -gt 0 ]; then sed -n '2,/^set /{/^#/p}' "$0"; exit 2; fi
+source "$(dirname "$0")/_args.sh" out/gpu_peers "$@"
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
-OUT=${OUT:-$PWD/out/gpu_peers}
 PART=${PART:-all}
 IMPLS=${IMPLS:-tilegym mamba-ssm}
 PROFILE=${PROFILE:-gpu}
@@ -44,14 +43,13 @@ MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-0}
 SHARE_TIME=${SHARE_TIME:-1}
 WORKERS=${WORKERS:-16}
 export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # TileGym's compiles, shared by workers
-mkdir -p "$OUT/peers" "$OUT/bench"
-rm -f "$OUT/peers/results.jsonl" "$OUT/peers/report.json" "$OUT/peers/summary.txt"
+mkdir -p "$DEST/peers" "$DEST/bench"
+rm -f "$DEST/peers/results.jsonl" "$DEST/peers/report.json" "$DEST/peers/summary.txt"
 export PYTHONUNBUFFERED=1
 
-case ":${PYTHONPATH:-}:" in
-  *:/tmp/site:*) ;;
-  *) if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_peers: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi ;;
-esac
+if [ -z "${SSDCHECK_GPU_SITE:-}" ]; then   # setup.sh not sourced yet
+  if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_peers: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi
+fi
 
 {
   echo "== environment"
@@ -74,7 +72,7 @@ try:
 except Exception as e:
     print("tilegym: NOT IMPORTABLE:", type(e).__name__, e)
 EOF
-} 2>&1 | tee "$OUT/peers/environment.txt"
+} 2>&1 | tee "$DEST/peers/environment.txt"
 
 left() { echo $(( TOTAL_S - ($(date +%s) - T0) )); }
 
@@ -83,16 +81,16 @@ if [ "$PART" = all ] || [ "$PART" = bench ]; then
   echo "== bench: python -m bench.race --group $GROUP (budget ${BENCH_BUDGET_S}s)"
   budget=$BENCH_BUDGET_S
   [ "$PART" = bench ] && budget=$(( $(left) - 60 ))
-  # TileGym's tuning choices recorded in earlier sessions (bench/tilegym_tuning.py); the updated file
-  # comes back in $OUT/bench: commit it over $TUNING so the next session skips those searches.
+  # TileGym's recorded tuning choices (bench/tilegym_tuning.py); the updated file is written to
+  # DIR/bench: commit it over $TUNING so the next run skips those searches.
   TUNING=${TUNING:-reports/tilegym-tuning-h200.json}
-  [ -f "$TUNING" ] && cp "$TUNING" "$OUT/bench/tilegym-tuning.json"
+  [ -f "$TUNING" ] && cp "$TUNING" "$DEST/bench/tilegym-tuning.json"
   # The race times autotuned peers: neither switch may leak into it.
   chunk_args=(); [ -n "${CHUNKS:-}" ] && chunk_args=(--chunks "$CHUNKS")
   env -u TILEGYM_DISABLE_AUTOTUNE -u MAMBA_DETERMINISTIC \
     timeout --signal=INT --kill-after=30 $(( budget + 60 )) \
-    python3 -m bench.race --group "$GROUP" --out "$OUT/bench" --budget-s "$budget" \
-      --tilegym-tuning "$OUT/bench/tilegym-tuning.json" "${chunk_args[@]}" 2>&1 | tee "$OUT/bench/race.log"
+    python3 -m bench.race --group "$GROUP" --out "$DEST/bench" --budget-s "$budget" \
+      --tilegym-tuning "$DEST/bench/tilegym-tuning.json" "${chunk_args[@]}" 2>&1 | tee "$DEST/bench/race.log"
   BENCH_RC=${PIPESTATUS[0]}
 fi
 
@@ -111,25 +109,25 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py tests/test_regressions.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
-        -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$OUT/peers/results.jsonl" "${share_args[@]}" \
-        --ssd-report="$OUT/peers/report.json" --ssd-repro-dir="$OUT/peers/repro" \
-        --hypothesis-show-statistics -rfE -v >"$OUT/peers/pytest.log" 2>&1
+        -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$DEST/peers/results.jsonl" "${share_args[@]}" \
+        --ssd-report="$DEST/peers/report.json" --ssd-repro-dir="$DEST/peers/repro" \
+        --hypothesis-show-statistics -rfE -v >"$DEST/peers/pytest.log" 2>&1
     TESTS_RC=$?
-    echo "   pytest exit $TESTS_RC (124: stopped at the time limit); log $OUT/peers/pytest.log, report $OUT/peers/report.json"
+    echo "   pytest exit $TESTS_RC (124: stopped at the time limit); log $DEST/peers/pytest.log, report $DEST/peers/report.json"
   fi
 fi
 
 echo
 echo "== summary ($(( $(date +%s) - T0 ))s)"
-if [ -f "$OUT/peers/results.jsonl" ]; then
-  python3 scripts/summarize_pytest.py "$OUT/peers/results.jsonl" | tee "$OUT/peers/summary.txt"
+if [ -f "$DEST/peers/results.jsonl" ]; then
+  python3 scripts/summarize_pytest.py "$DEST/peers/results.jsonl" | tee "$DEST/peers/summary.txt"
   # an example that overran its share: the stall watchdog's report (test, problem, stacks)
-  for f in "$OUT"/peers/report.stall-*.txt; do
-    [ -f "$f" ] && { echo "stall report $f:"; grep -A2 "^ssdcheck stall:" "$f"; } | tee -a "$OUT/peers/summary.txt"
+  for f in "$DEST"/peers/report.stall-*.txt; do
+    [ -f "$f" ] && { echo "stall report $f:"; grep -A2 "^ssdcheck stall:" "$f"; } | tee -a "$DEST/peers/summary.txt"
   done
 fi
-if [ -f "$OUT/bench/$GROUP.json" ]; then
-  python3 - "$OUT/bench/$GROUP.json" <<'EOF'
+if [ -f "$DEST/bench/$GROUP.json" ]; then
+  python3 - "$DEST/bench/$GROUP.json" <<'EOF'
 import json, sys
 from bench.race import summary_table
 doc = json.load(open(sys.argv[1]))
@@ -139,4 +137,4 @@ print(f"bench {doc['group']}: complete={doc['complete']} aborted={doc['aborted']
 print(summary_table(doc))
 EOF
 fi
-echo "bench exit: $BENCH_RC; tests exit: $TESTS_RC; files under $OUT"
+echo "bench exit: $BENCH_RC; tests exit: $TESTS_RC; files under $DEST"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
+# usage: scripts/jobs_demo_cpu.sh [--out DIR]   # DIR default out/jobs_demo (emptied first)
 # Two of the three jobs end to end on the CPU, against planted revisions (tests/tooling_targets.py):
 #  1. fuzz `broken_tail` for 60 s, then replay a saved reproducer on it (fails) and on torch-ref (passes);
 #  2. gate `eroded` against a torch-ref baseline: every test passes, the gate exits 6.
-# Writes under ${OUT:-out}/jobs_demo. Used for reports/2026-11-30-jobs-cpu.md.
+# Used for reports/2026-11-30-jobs-cpu.md.
 set -uo pipefail
+source "$(dirname "$0")/_args.sh" out/jobs_demo "$@"
 cd "$(dirname "$0")/.."
-D=${OUT:-out}/jobs_demo; rm -rf "$D"; mkdir -p "$D"
+D=$DEST; rm -rf "$D"; mkdir -p "$D"
 python3 -m ssdcheck_fuzz --impl tests.tooling_targets:broken_tail --seconds 60 --out "$D/fuzz" --db "$D/db" \
   > "$D/fuzz.txt" 2>&1; echo "fuzz exit $?" | tee -a "$D/fuzz.txt"
 repro=$(ls "$D"/fuzz/failures/*prop_matches_oracle*.pt | head -1)

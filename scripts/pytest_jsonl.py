@@ -1,8 +1,8 @@
 """pytest plugin: one JSON line per test event, flushed at once, so a run stopped by a time limit still
 says which tests finished, how, and which one was running.
 
-    PYTHONPATH=scripts python -m pytest -p pytest_jsonl --jsonl=$OUT/results.jsonl ...
-    python scripts/summarize_pytest.py $OUT/results.jsonl
+    PYTHONPATH=scripts python -m pytest -p pytest_jsonl --jsonl=out/results.jsonl ...
+    python scripts/summarize_pytest.py out/results.jsonl
 """
 from __future__ import annotations
 

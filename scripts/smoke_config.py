@@ -2,9 +2,9 @@
 
     python scripts/smoke_config.py --config chunk_walk:BN=64 --config chunk_walk:BN=128,FACT=1
 
-Session 19 lost 593 s of device time to a kernel that hung every forward inside a long call. This
-runs each config (an SSDCHECK_CUTILE_CONFIG override, dispatch.parse_configs) in its own process
-under --timeout seconds, printing after each launch and after each synchronize, so a hang costs one
+A kernel that hung every forward once cost 593 s of GPU time inside one long run
+(reports/2026-12-01-dtp-hang.md). This runs each config (an SSDCHECK_CUTILE_CONFIG override,
+dispatch.parse_configs) in its own process under --timeout seconds, printing after each launch and after each synchronize, so a hang costs one
 timeout and says where it stuck. Each problem (fp32, fp16 and bf16; D per head and per channel, z,
 dt_bias with softplus, initial and final states, 1 to 3 heads per group, and a benchmark shape) is
 run twice on the same inputs: with the config, and with `--ref` (default: the walk off, so the

@@ -1,17 +1,39 @@
-"""Compile TileGym 1.5.1's forward kernels for sm_90 on the CPU (tileiras, no GPU), with the first config of
+"""usage: python scripts/tilegym_compile_probe.py DTYPE,DT_DTYPE,CHUNK,HEADDIM,DSTATE ...
+
+Compile TileGym 1.5.1's forward kernels for sm_90 on the CPU (tileiras, no GPU), with the first config of
 each search space (what TILEGYM_DISABLE_AUTOTUNE=1 launches): evidence for kernels/peers/tilegym.py's
 declarations beyond what TileGym tests. Compiling is not running: correctness is the GPU suite's job.
 
-    pip install --no-deps --target /tmp/tgsite shared/peers/tilegym-1.5.1-py3-none-any.whl
-    PYTHONPATH=/tmp/tgsite python scripts/tilegym_compile_probe.py DTYPE,DT_DTYPE,CHUNK,HEADDIM,DSTATE ...
     # e.g. bf16,f32,64,64,128 f16,f32,128,64,64 f32,f32,256,64,128      (dtypes: bf16 f16 f32)
+
+TileGym comes from the environment if it is importable, else from its published wheel in
+$SSDCHECK_PEERS_DIR (kernels/peers/sources.py; `pip download tilegym==1.5.1 --no-deps`), unpacked to a
+temporary folder.
 
 Seen on 2026-11-30 (cuda-tile 1.7.0, tileiras 13.4): every kernel compiled for bf16/f16/f32 inputs, dt in
 fp32 or bf16, chunk 32, 64, 128 and 256, headdim 8..256, dstate 16..256.
 """
+import importlib.util
 import io
+import os
 import sys
+import tempfile
 import time
+import zipfile
+
+if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):
+    print(__doc__)
+    sys.exit(0 if sys.argv[1:] else 2)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+if importlib.util.find_spec("tilegym") is None:
+    from kernels.peers.sources import PeerSourceMissing, peer_file
+    try:
+        wheel = peer_file("tilegym")
+    except PeerSourceMissing as e:
+        sys.exit(f"tilegym_compile_probe: TileGym is not importable and its wheel was not found: {e}")
+    site = tempfile.mkdtemp(prefix="tilegym-")
+    zipfile.ZipFile(wheel).extractall(site)
+    sys.path.insert(0, site)
 
 import cuda.tile as ct
 from cuda.tile.compilation import ArrayConstraint, KernelSignature, CallingConvention, export_kernel
@@ -58,7 +80,15 @@ def probe(dtype, dt_dtype, chunk, p, n, h=8):
             res[k] = "FAIL " + (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
     return res
 
-cases = [tuple(a.split(",")) for a in sys.argv[1:]]
-for c in cases:
-    dtype, dt_dtype, chunk, p, n = c[0], c[1], int(c[2]), int(c[3]), int(c[4])
-    print(c, probe(dtype, dt_dtype, chunk, p, n), flush=True)
+def parse_case(arg):
+    """DTYPE,DT_DTYPE,CHUNK,HEADDIM,DSTATE -> (dtype, dt_dtype, chunk, p, n), or SystemExit naming the fault."""
+    parts = arg.split(",")
+    if len(parts) != 5 or parts[0] not in DT or parts[1] not in DT or not all(x.isdigit() for x in parts[2:]):
+        sys.exit(f"tilegym_compile_probe: case {arg!r}: expected DTYPE,DT_DTYPE,CHUNK,HEADDIM,DSTATE with "
+                 f"dtypes in {sorted(DT)} and positive integers, e.g. bf16,f32,64,64,128")
+    return parts[0], parts[1], int(parts[2]), int(parts[3]), int(parts[4])
+
+
+for arg in sys.argv[1:]:
+    c = parse_case(arg)
+    print(c, probe(*c), flush=True)

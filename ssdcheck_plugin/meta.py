@@ -65,7 +65,7 @@ def gpus() -> dict:
 
 def source_digest(root: str, folder: str = "kernels") -> str:
     """sha256 of the Python sources under root/folder (paths and contents, sorted): which kernels ran.
-    The GPU host's copy of the tree can carry an older .git than its files (seen in session 12: the
+    The GPU host's copy of the tree can carry an older .git than its files (seen on 2026-11-30: the
     commit read 912d72d, dirty, while the files were aba3ec1's), so the commit alone does not say it."""
     h = hashlib.sha256()
     base = Path(root)

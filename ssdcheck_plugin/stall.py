@@ -2,7 +2,7 @@
 
 The time budget (fuzzing.TimeBudget) stops a test only between examples, so an example that never
 returns (a wedged compile, a kernel that does not finish, a lock) runs until the job's own time limit
-kills pytest, and a killed xdist worker leaves no report: the H200 peers run of session 17 lost one
+kills pytest, and a killed xdist worker leaves no report: the H200 peers run of 2026-12-01 lost one
 test that way with no trace of where it waited. The watchdog is a daemon thread of each budgeted
 process. When the running example is still running `grace_s` after its test's share of the time ran
 out, it writes once per example: the test, how long the example has run, the drawn SSDProblem (found
@@ -10,7 +10,7 @@ among the stuck thread's locals) and every thread's stack, to stderr and to `pat
 It only reports; it never stops the example (stopping it could hide a real failure).
 
 That thread needs the GIL, and an example can hang inside a C call that holds it (a synchronous
-device-to-host copy behind a kernel that never finishes): session 19's DTP kernel hung the H200 that
+device-to-host copy behind a kernel that never finishes): the DTP kernel (reports/2026-12-01-dtp-hang.md) hung the H200 that
 way, twice, and left neither a report nor a stall file. So the watchdog also arms faulthandler's C-level
 timer at every example start (`hang_s`): an example running `hang_s` seconds dumps every thread's
 Python stack to `hang_path` without the GIL, under a header naming the test; the timer is cancelled when

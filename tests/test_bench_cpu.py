@@ -348,7 +348,7 @@ def test_stages_plan_covers_the_recorded_tilegym_shapes_and_guards_its_precondit
     shapes = stages.default_shapes()
     assert len(shapes) == 6 and all(s.seqlen % stages.TILEGYM_CHUNK == 0 for s in shapes)
     recorded = {e["context"]["shape"] for e in json.loads(open("reports/tilegym-tuning-h200.json").read())["entries"]}
-    # TileGym's recorded choices are all for these shapes (b8-l2048 n64's was lost in session 11: it tunes)
+    # TileGym's recorded choices are all for these shapes (b8-l2048 n64's was lost in the first race: it tunes)
     assert recorded <= {s.id for s in shapes} and len(recorded) >= 5
     p = stages.plan(shapes[:1])
     assert [(i, c) for i, _, c in p] == [("cutile", 64), ("cutile", 128), ("tilegym", 64)]
@@ -381,7 +381,7 @@ def test_ncu_stages_profiles_each_stage_of_both_implementations_once_and_rejects
 
 
 def test_a_skipped_implementation_says_why_in_the_summary():
-    # session 16, tg128 with --budget-s 80: "tilegym   skipped: " and no reason
+    # the FACT run's tg128 with --budget-s 80 (reports/2026-12-01-fact-scan.md): "tilegym   skipped: " and no reason
     chunks = {"64": {"status": "skipped", "reason": "budget: 64 s of 80 s used, TileGym's first call here estimated at 30 s"}}
     reason = race.skipped_reason(chunks)
     assert reason == "cs64: budget: 64 s of 80 s used, TileGym's first call here estimated at 30 s"

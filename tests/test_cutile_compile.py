@@ -192,16 +192,17 @@ def _cubin_resources():
     return mod
 
 
-NCU_S14 = "reports/raw/2026-11-30-session14/call6/ncu-details.txt"   # Nsight Compute's text, session 14
-# session 15: the state kernels before the scan's FTZ and D changes (call 1), the scans after them (call 3)
-NCU_S15_STATE = "reports/raw/2026-11-30-session15/call1/ncu-details.txt"
-# session 17: the table's chunk-64 scan at dstate 64 (FACT=0) and TileGym's, at 8x2K and 2x32K (xz-packed)
-NCU_S17_SCAN = "reports/raw/2026-12-01-session17/call4/plain-ncu-details.txt.xz"
-# chunk_scan's constants added after that profile, as the table sets them: HB (landed in session 18),
-# 2 on the chunk-64 rows, 1 elsewhere. The modeled symbol ends with them and, without them, is the
-# recorded one (until a new profile).
-SCAN_CONSTANTS_SINCE_S17 = "_I2"
-SCAN_CONSTANTS_SINCE_S17_CHUNK128 = "_I1"
+# Nsight Compute's text pages, xz-packed: both scans at 8x2K and 2x32K n64 (2026-11-30, dlat-rows)
+NCU_SCANS = "reports/raw/2026-11-30-dlat-rows/ncu-scan/ncu-details.txt.xz"
+# the state kernels before the scan's FTZ and D changes (2026-11-30, ftz-decays)
+NCU_STATE = "reports/raw/2026-11-30-ftz-decays/sweep-persist-ncu/ncu-details.txt.xz"
+# the table's chunk-64 scan at dstate 64 (FACT=0) and TileGym's, at 8x2K and 2x32K (2026-12-01, peers-suite)
+NCU_SCAN_PLAIN = "reports/raw/2026-12-01-peers-suite/ncu-fact/plain-ncu-details.txt.xz"
+# chunk_scan's constants added after that profile, as the table sets them: HB (landed with HB2,
+# reports/2026-12-01-two-heads-per-block.md), 2 on the chunk-64 rows, 1 elsewhere. The modeled
+# symbol ends with them and, without them, is the recorded one (until a new profile).
+SCAN_CONSTANTS_SINCE_PROFILE = "_I2"
+SCAN_CONSTANTS_SINCE_PROFILE_CHUNK128 = "_I1"
 
 
 def _profile_text(rel: str) -> str:
@@ -216,7 +217,7 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 
     from cuda.tile.compilation import demangle_kernel_name
     cr = _cubin_resources()
-    text = (Path(__file__).resolve().parent.parent / NCU_S14).read_text()
+    text = _profile_text(NCU_SCANS)
     syms = cr.jit_symbols(text + "\n  chunk_state_kernel_Kt2_bogus_but_ours (1, 1, 1)")
     assert set(syms) == {"chunk_scan", "chunk_state"}          # TileGym's compute_out_swap_kernel is not ours
     name, sig = demangle_kernel_name(syms["chunk_scan"])
@@ -228,26 +229,26 @@ def test_jit_symbols_are_read_from_profiler_text_and_demangle_to_the_launch_spec
 def test_launch_symbols_model_the_jit_specialization_the_profiler_recorded(monkeypatch):
     """The forward run on the CPU with its launches recorded, each launch's arguments turned into a
     signature by the JIT's rule: the state and scan symbols at 8x2K and 2x32K n64, chunk 64, are the
-    ones Nsight Compute recorded there (state: session 15; scan: session 17, with D passed as (h, 1)
-    and FTZ, FACT in its constants). It fails if the rule or the launcher's arguments drift from what
-    the GPU ran. Since session 20 the table walks 8x2K (chunk_walk): the walk is turned off to reach
+    ones Nsight Compute recorded there (state: 2026-11-30, ftz-decays; scan: 2026-12-01, peers-suite,
+    with D passed as (h, 1) and FTZ, FACT in its constants). It fails if the rule or the launcher's
+    arguments drift from what the GPU ran. Since the chunk walk (2026-12-01) the table walks 8x2K (chunk_walk): the walk is turned off to reach
     the two kernels the profiler saw."""
     from kernels.cutile import dispatch, launcher
     cr = _cubin_resources()
     assert set(cr.launch_symbols("b8-l2048-h32-p64-n64-g1", 64)) == {"chunk_cumsum", "chunk_walk"}
     monkeypatch.setitem(launcher._OVERRIDE, "chunk_walk", dispatch.WALK_OFF)
-    state_text, scan_text = _profile_text(NCU_S15_STATE), _profile_text(NCU_S17_SCAN)
+    state_text, scan_text = _profile_text(NCU_STATE), _profile_text(NCU_SCAN_PLAIN)
     for sid in ("b8-l2048-h32-p64-n64-g1", "b2-l32768-h32-p64-n64-g1"):
         syms = cr.launch_symbols(sid, 64)
         assert set(syms) == {"chunk_cumsum", "chunk_state", "chunk_scan"}
         assert syms["chunk_state"] in state_text, syms["chunk_state"]
         scan = syms["chunk_scan"]
-        assert scan.endswith(SCAN_CONSTANTS_SINCE_S17), scan
-        recorded = scan[:-len(SCAN_CONSTANTS_SINCE_S17)]
+        assert scan.endswith(SCAN_CONSTANTS_SINCE_PROFILE), scan
+        recorded = scan[:-len(SCAN_CONSTANTS_SINCE_PROFILE)]
         assert re.search(re.escape(recorded) + r"\b", scan_text), scan        # the whole symbol, not a prefix
     other = cr.launch_symbols("b2-l32768-h32-p64-n64-g1", 128)["chunk_scan"]   # other constants
-    assert other.endswith(SCAN_CONSTANTS_SINCE_S17_CHUNK128), other
-    assert not re.search(re.escape(other[:-len(SCAN_CONSTANTS_SINCE_S17_CHUNK128)]) + r"\b", scan_text)
+    assert other.endswith(SCAN_CONSTANTS_SINCE_PROFILE_CHUNK128), other
+    assert not re.search(re.escape(other[:-len(SCAN_CONSTANTS_SINCE_PROFILE_CHUNK128)]) + r"\b", scan_text)
 
 
 @pytest.mark.compile
@@ -259,7 +260,7 @@ def test_compile_like_reproduces_the_kernel_the_profiler_measured():
 
     from kernels.cutile import dispatch
     cr = _cubin_resources()
-    sym = cr.jit_symbols((Path(__file__).resolve().parent.parent / NCU_S14).read_text())["chunk_scan"]
+    sym = cr.jit_symbols(_profile_text(NCU_SCANS))["chunk_scan"]
     cfg = dispatch.scan_config(BL=64, BN=64, FAST=64, occupancy=3)      # the table's row for those problems
     like, _ = cr.compile_like("chunk_scan", cfg, sym)
     matrix, _ = cr.compile_unit("chunk_scan", cfg, "bfloat16")
@@ -298,26 +299,9 @@ def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_t
 
 
 @pytest.mark.compile
-def test_the_tma_store_hang_repro_compiles_each_variant_with_and_without_tma():
-    """scripts/repro_tma_store_branch.py (session 19's hang, reduced) must keep compiling for sm_90 until a
-    GPU runs it, and its fix variant must really differ: the branch's store with and without TMA
-    compiles to different cubins (sha256) in the JIT's divisible specialization."""
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "scripts/repro_tma_store_branch.py", "--compile"], cwd=root,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    hashes = dict(re.findall(r"^(\S+) compiled, \d+ bytes, sha256 ([0-9a-f]{16})$", proc.stdout, re.M))
-    assert set(hashes) == {"branch-tma-state", "branch-notma-state", "always-tma-state", "branch-tma"}, proc.stdout
-    assert hashes["branch-tma-state"] != hashes["branch-notma-state"]
-
-
-@pytest.mark.compile
 def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
-    occupancy 2 (128 registers) both rows compiled with no frame in session 20 (93-101 KB of shared
+    occupancy 2 (128 registers) both rows compiled with no frame on the H200 (reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
     at the benchmark shapes the rows serve, before it costs GPU time."""
     from kernels.cutile import dispatch

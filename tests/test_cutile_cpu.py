@@ -1,6 +1,6 @@
 """The cutile implementation on a machine without a GPU: import, declaration, input policy.
 
-What runs the kernels lives in scripts/cutile_smoke.py (GPU) and the property suite; here we check
+What runs the kernels is the property suite on a GPU (scripts/gpu_verify_cutile.sh); here we check
 everything that must hold before any launch: `import kernels.cutile` works, INFO declares exactly
 the contract, and every unsupported or malformed argument raises a ValueError naming it.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -298,45 +297,6 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
     assert got == {64: at64, 128: at128, 256: at64}
 
 
-PENDING = Path(__file__).resolve().parent.parent / "kernels/cutile/pending"
-
-
-def _apply_in_order(patches, work) -> None:
-    """Copy the trees pending patches touch (kernels, their sweep candidates, their mutants and tests)
-    to `work` and `git apply` the patches there one after the other, naming the first that fails."""
-    import shutil
-    import subprocess
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    for tree in ("kernels/cutile", "bench", "mutation", "tests"):
-        shutil.copytree(PENDING.parent.parent.parent / tree, work / tree,
-                        ignore=shutil.ignore_patterns("__pycache__", "pending"))
-    for p in patches:
-        proc = subprocess.run(["git", "apply", str(p)], cwd=work, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{p.relative_to(PENDING)} no longer applies: {proc.stderr}"
-
-
-def test_pending_patches_still_apply_in_order(tmp_path):
-    """kernels/cutile/pending/*.patch (table rows and kernel candidates waiting for the GPU) must apply
-    to the kernels and the bench as they are now, one after the other, or the next session cannot run
-    them as written."""
-    patches = sorted(PENDING.glob("*.patch"))
-    if not patches:
-        pytest.skip("no pending patches")
-    _apply_in_order(patches, tmp_path)
-
-
-def test_follow_up_patches_apply_after_the_patch_they_name(tmp_path):
-    """pending/after-NNNN/*.patch (e.g. table rows that only make sense if candidate NNNN wins its sweep)
-    apply to the kernels and bench as they are now plus patch NNNN alone."""
-    groups = sorted(d for d in PENDING.glob("after-*") if d.is_dir())
-    if not groups:
-        pytest.skip("no follow-up patches")
-    for group in groups:
-        [base] = PENDING.glob(group.name.removeprefix("after-") + "-*.patch")
-        _apply_in_order([base, *sorted(group.glob("*.patch"))], tmp_path / group.name)
-
-
 def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monkeypatch):
     """Host time: one stream lookup per forward, shared by its launches, and the input tensors go to
     the kernels as they are when the batch is not split (slicing costs host time per tensor)."""
@@ -361,7 +321,7 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
 
 
 def test_forward_passes_a_per_head_D_unexpanded_and_chooses_each_config_once(monkeypatch):
-    """Host time (session 15): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
+    """Host time (reports/2026-11-30-ftz-decays.md): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
     (the kernel broadcasts it; no expand-and-copy, no GPU copy), D (h, p) as it is; the table is consulted
     once per (kernel, problem), while an override still wins on every call."""
     from bench.host_profile import launches_stubbed
@@ -422,7 +382,7 @@ def test_config_get_names_the_missing_constant():
 
 
 def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(monkeypatch):
-    """Host time (session 19): a forward whose tensors' shapes, dtypes and devices and whose plain
+    """Host time (reports/2026-12-01-dtp-hang.md): a forward whose tensors' shapes, dtypes and devices and whose plain
     arguments equal an earlier call's that passed every check skips the checks (about 30 of the 40 us
     they cost). A changed dtype, chunk size or flag is checked again; seq_idx (whose values are
     checked) and arguments of unusual types are checked on every call; a failing call is never

@@ -73,7 +73,7 @@ def test_torch_ref_mutants_are_killed(tmp_path):
             f"mutation score {s['score'] or 0:.1%} ({s['killed']} killed, {s['survived']} survived, "
             f"{s['invalid']} invalid, {s['equivalent']} equivalent); not killed:\n" + "\n".join(lines)
             + "\nreproduce one: python -m mutation.run --catalog torch_ref --only ID"
-              "\nwhy it survives: python -m mutation.probe --only ID (mutation/proposals/ has fixes to try: --patch)",
+              "\nwhy it survives: python -m mutation.probe --only ID (try a fix with: python -m mutation.run --patch X.diff)",
             pytrace=False)
 
 

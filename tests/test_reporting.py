@@ -420,8 +420,8 @@ def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
 
 
 def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
-    """The stall report is a Python thread: an example stuck in a C call that holds the GIL (session 19:
-    the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
+    """The stall report is a Python thread: an example stuck in a C call that holds the GIL (on the H200,
+    reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
     trace. The faulthandler timer needs no GIL: 2 s into the 5 s GIL-holding sleep it writes the test's
     header and every thread's stack to <report>.hang-main.txt, and the end of the run names the file."""
     env = {**_env(), "SSDCHECK_TEST_HANG_S": "5"}
@@ -626,11 +626,15 @@ def test_timing_phases_add_up_and_reset():
     assert set(got) == {"impl"} and got["impl"] >= 0.01 and timing.take() == {}
 
 
-def test_summary_flags_features_the_run_barely_reached():
-    """Session 16's gate drew whole chunks without seq_idx in 6.8% of its examples (the FAST paths'
-    domain), and two mutants there survived: the summary says so next to the tallies."""
+def test_summary_flags_features_the_run_barely_reached(tmp_path):
+    """The FACT gate (reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
+    examples (the FAST paths' domain), and two mutants there survived: the summary says so next to the
+    tallies."""
+    import lzma
     root = Path(__file__).resolve().parent.parent
-    report = root / "reports/raw/2026-12-01-session16/call3/gate/report.json"
+    packed = root / "reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
+    report = tmp_path / "report.json"
+    report.write_bytes(lzma.decompress(packed.read_bytes()))
     out = subprocess.run([sys.executable, "scripts/summarize_report.py", str(report)], cwd=root,
                          capture_output=True, text=True, check=True).stdout
     flagged = [line for line in out.splitlines() if "**under 10%**" in line]

@@ -168,17 +168,17 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # l65536 n64, chunk 128/256). LAT4 on the chunk-64 FAST scan with BN128: 0.558 -> 0.513 (n256 g8),
 # 0.0973 -> 0.0971 (n128). With few state blocks the chunk-128 state prefers BN16 LAT4 SLAT2 occ4
 # (0.594 -> 0.492, b2 l65536 n64) and chunk 256 BN32 occ4 (0.462 -> 0.351); SWAP stays elsewhere.
-# Sweep 5 (session 14, reports/raw/2026-11-30-session14/): DLAT4, the hint on the state loop's dt and
+# Sweep 5 of 2026-11-30 (reports/raw/2026-11-30-dlat-rows/): DLAT4, the hint on the state loop's dt and
 # cumsum loads, pays with few blocks: at chunk 64 BN32 LAT6 DLAT4 SLAT2 occ2 takes 0.297 -> 0.268
 # (b2 l32768 h32 n64), 0.365 -> 0.328 (n128) and 0.589 -> 0.523 ms (b2 l65536 n64); at chunk 128 the
 # few-block row gains DLAT4 (0.496 -> 0.418), at chunk 256 LAT4 DLAT4 SLAT2 (0.354 -> 0.339). With many
 # blocks it is -4% to +5% (noise-sized or worse): those rows keep no hint.
-# Session 15 (reports/raw/2026-11-30-session15/): FTZ=1, the FAST scan's decay tile exp2 without its
+# Measured 2026-11-30 (reports/raw/2026-11-30-ftz-decays/): FTZ=1, the FAST scan's decay tile exp2 without its
 # denormal fix-up, won at every point: 0.310 -> 0.301 (b2 l32768 n64), 0.357 -> 0.346 (n128), 0.0862 ->
 # 0.0834 (b8 l2048 n64), 0.538 -> 0.503 (b2 l16384 n256 g8), 1.106 -> 1.032 ms (b2 l65536 n64, chunk 256),
 # outputs bitwise equal. It is scan_config's default, so every row has it (the general path ignores it).
-# Session 18 (reports/raw/2026-12-01-session18/call1/): HB=2, two heads of one group per block sharing
-# the C/B loads and the score tile, at occupancy 2 beat the chunk-64 FAST rows everywhere measured, outputs
+# Measured 2026-12-01 (reports/raw/2026-12-01-two-heads-per-block/sweep-hb2/): HB=2, two heads of one
+# group per block sharing the C/B loads and the score tile, at occupancy 2 beat the chunk-64 FAST rows everywhere measured, outputs
 # bitwise equal: 0.306 -> 0.283 (b2 l32768 n64), 0.358 -> 0.328 (n128), 0.0852 -> 0.0794 (b8 l2048
 # n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 (a 104 B frame) and 0.516 at
 # n128 (214 KB of shared memory per block: one block per SM):
@@ -236,7 +236,7 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),
     ),
     # chunk_walk replaces chunk_state + chunk_scan where its rows match (BN = dstate) and the caller
-    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels. Session 20 (bench.ab_row, whole
+    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels. Measured 2026-12-01 (bench.ab_row, whole
     # forward replayed from a CUDA graph, ms, walk vs the two kernels; outputs bitwise equal at SPLIT=0):
     # batch*heads 256-512 at chunk 64: b8 l2048 h32 n64 0.106 vs 0.128, n128 0.122 vs 0.172, n64 g8
     # 0.108 vs 0.134, b8 l2048 h64 n128 g8 0.229 vs 0.329, b4 l8192 h64 n64 0.370 vs 0.447. With 128

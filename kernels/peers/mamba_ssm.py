@@ -7,8 +7,8 @@ and loads the Triton module without mamba_ssm's package `__init__`.
 Loading: `import mamba_ssm` runs `mamba_ssm/__init__.py`, which imports `selective_scan_cuda`, a
 compiled extension we do not build. The Triton SSD modules need only torch, triton, einops and
 packaging, so `load_ssd_combined` registers a bare module object for `mamba_ssm` whose `__path__` is
-the source folder (found on sys.path/PYTHONPATH, e.g. /tmp/peers/mamba_ssm-2.3.2.post1 after
-`source .gpu-bundle/setup.sh`, or named by $SSDCHECK_MAMBA_SSM_SRC), then imports
+the source folder (found on sys.path/PYTHONPATH, e.g. $SSDCHECK_GPU_TMP/peers-src/mamba_ssm-2.3.2.post1
+after `source .gpu-bundle/setup.sh`, or named by $SSDCHECK_MAMBA_SSM_SRC), then imports
 `mamba_ssm.ops.triton.ssd_combined` (`mamba_ssm.ops`, `.ops.triton` and `.utils` have plain
 `__init__`s). A `mamba_ssm` already imported for real is used as it is.
 
@@ -79,9 +79,10 @@ def find_package_dir(search_path=None) -> str:
                 return os.path.abspath(cand)
     raise PeerUnavailable(
         f"mamba-ssm: no mamba_ssm source folder (one holding {_MARKER}) on sys.path"
-        f"{'' if search_path is None else ' / search_path'} or in ${SRC_ENV}. Unpack "
-        f"shared/peers/mamba_ssm-2.3.2.post1.tar.gz and put its top folder on PYTHONPATH "
-        f"(`source .gpu-bundle/setup.sh` does it on the GPU host)")
+        f"{'' if search_path is None else ' / search_path'} or in ${SRC_ENV}. Unpack mamba-ssm 2.3.2.post1's "
+        f"sdist (mamba_ssm-2.3.2.post1.tar.gz in $SSDCHECK_PEERS_DIR: pip download mamba-ssm==2.3.2.post1 "
+        f"--no-deps --no-binary :all:) and put its top folder on PYTHONPATH or in ${SRC_ENV} "
+        f"(on a GPU host `source .gpu-bundle/setup.sh` does it: docs/gpu-host.md)")
 
 
 def _version_of(pkg_dir: str) -> str:

@@ -65,9 +65,9 @@ def _load():
             module = importlib.import_module(PEER_MODULE)
         except Exception as e:  # ImportError, or cuda.tile failing to initialise without a GPU
             raise PeerUnavailable(
-                f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install the "
-                f"tilegym-1.5.1 wheel (shared/peers/) and cuda-tile; on the GPU host "
-                f"`source .gpu-bundle/setup.sh` does both") from e
+                f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install tilegym 1.5.1 "
+                f"(pip install tilegym==1.5.1, or its wheel from $SSDCHECK_PEERS_DIR) and cuda-tile; on a "
+                f"GPU host `source .gpu-bundle/setup.sh` does both (docs/gpu-host.md)") from e
         _peer_fn = module.mamba2_chunk_forward
     return _peer_fn
 
