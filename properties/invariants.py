@@ -196,7 +196,13 @@ def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResu
     got = run(info, kw)
     with phase("reference"):
         ref = _linear_attention_f64(kw)
-    return _result("prop_no_decay_is_linear_attention", info, problem, _self_compare(got, ref, problem.dtype))
+    # The closed form is float64 truth, so the budget is prop_matches_oracle's: k times the error of the
+    # yardstick in the declared precision. A fixed bound failed correct tf32-trunc kernels (mamba_ssm,
+    # and the yardstick itself) at 0.0105 normwise where B and C cancel (one token, one group).
+    yard = run_yardstick(info, kw)
+    comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n]) for n in OUTPUT_NAMES
+             if n in ref and n in got]
+    return _result("prop_no_decay_is_linear_attention", info, problem, comps)
 
 
 def _linear_attention_f64(kw: dict) -> dict:
