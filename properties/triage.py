@@ -53,25 +53,27 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
     headdim, dstate = _dims(info, gpu)
     nheads = _heads(info)
     ngroups = 2 if "ngroups" in opts else 1
-    D = "hp" if "D_headdim" in opts else ("h" if "D" in opts else None)
+    # D of shape (h, p) on the packed problem, (h,) on the whole-chunk one: both forms where declared
+    d_packed = "hp" if "D_headdim" in opts else ("h" if "D" in opts else None)
+    d_whole = "h" if "D" in opts else d_packed
     out = []
     for dtype in (d for d in DTYPE_ORDER if d in info.dtypes):
         common = dict(nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups, chunk_size=chunk,
                       dtype=dtype, decay=1.0, decay_decades=3.0, dt_mu=0.0, dt_softplus="dt_softplus" in opts,
                       dt_bias="dt_bias" in opts, dt_limit=(0.05, 1.0) if "dt_limit" in opts else None,
                       dt_dtype="input" if "dt_input_dtype" in opts and dtype != "float32" else "float32",
-                      D=D, z="z" in opts, initial_states="initial_states" in opts,
+                      z="z" in opts, initial_states="initial_states" in opts,
                       final_states="final_states" in opts)
         if not info.seqlen_multiple_of_chunk:
             # a partial last chunk; sequences start one token before, at and one after chunk edges
             seqlen = 3 * chunk + 5
             starts = (chunk - 1, chunk, 2 * chunk + 1) if "seq_idx" in opts else ()
             out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
-                                  varlen=bool(starts) and "varlen_states" in opts, seed=1, **common))
+                                  varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed, **common))
         elif "seq_idx" in opts:
             out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=(chunk - 1, chunk, 2 * chunk + 1),
-                                  varlen="varlen_states" in opts, seed=1, **common))
-        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, **common))   # whole chunks, no seq_idx
+                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **common))
+        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **common))   # whole chunks, no seq_idx
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
     _CACHE[(id(info), gpu)] = (info, tuple(out))
