@@ -486,8 +486,11 @@ def test_no_pinning_without_xdist_or_gpus():
     assert gpu.pin_xdist_worker("gw1", cuda=FakeCuda(0)) is None
 
 
-def test_n_auto_means_one_worker_per_gpu():
-    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(4)) == 4
+def test_n_auto_means_one_worker_per_core_sharing_the_gpus_round_robin():
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(1), cores=16) == 16   # one GPU: every core
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(8), cores=4) == 8     # at least one per GPU
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(1)) == gpu.cpu_cores()
+    assert [gpu.worker_device(f"gw{i}", 2) for i in range(5)] == [0, 1, 0, 1, 0]
     assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(0)) is None          # xdist: CPU count
     assert gpu.auto_num_workers("logical", env={}, cuda=FakeCuda(4)) is None
     assert gpu.auto_num_workers("auto", env={"PYTEST_XDIST_AUTO_NUM_WORKERS": "3"}, cuda=FakeCuda(4)) is None
