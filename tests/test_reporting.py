@@ -57,6 +57,11 @@ def run_pytest(*args: str) -> subprocess.CompletedProcess:
     return run("-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu", "-q", *args)
 
 
+def run_pytest_env(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
+                           "-q", *args], cwd=ROOT, env={**_env(), **env}, capture_output=True, text=True, timeout=180)
+
+
 def _strict_json(path: Path) -> dict:
     def no_constants(name):
         raise ValueError(f"non-standard JSON constant {name} in {path}")
@@ -636,3 +641,39 @@ def test_summary_flags_features_the_run_barely_reached():
                          capture_output=True, text=True, check=True).stdout
     flagged = [line for line in out.splitlines() if "**under 10%**" in line]
     assert flagged == ["  - **under 10%** (barely reached): aligned_no_seq_idx 6.8%"]
+
+
+SLOW_BUG = "tests.tooling_targets:slow_late_tail"
+
+
+def test_first_failure_prints_its_reproducer_at_once_and_shrinking_is_bounded(tmp_path):
+    """A failure the battery misses is drawn, printed (and saved unshrunk) the moment it is found, and
+    Hypothesis stops shrinking it after --ssd-shrink-seconds (each step costs 0.3 s here, as a compile
+    would): the test still fails with the smallest failure found by then."""
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", "--impl", SLOW_BUG, "--ssd-shrink-seconds", "1",
+                      "--ssd-repro-dir", str(tmp_path / "f"), "--ssd-report", str(tmp_path / "r.json"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    first = next(line for line in proc.stderr.splitlines() if line.startswith("ssdcheck: first failure in"))
+    assert "--ssd-problem" in first and "prop_matches_oracle" in first
+    assert "ssdcheck: saved unshrunk" in proc.stderr
+    assert "stopped because it is making very slow progress" in out   # the bound cut the shrink
+    saved = list((tmp_path / "f").glob("*.pt"))
+    assert len(saved) >= 1
+    t = _strict_json(tmp_path / "r.json")["tests"][0]
+    assert t["call_duration"] < 60, t   # unbounded, Hypothesis shrinks this one for minutes
+
+
+def test_x_stops_the_other_workers_at_the_first_failure(tmp_path):
+    """-n 2 -x: the worker that finds the failure tells the other one, whose passing test stops before
+    its next example (its report entry says ssd_cut_by_failure) instead of running its 18 examples."""
+    env_call = {"SSDCHECK_TEST_CALL_S": "0.4"}
+    proc = run_pytest_env(env_call, f"{TESTS}::test_matches_oracle", f"{TESTS}::test_causality",
+                          "--impl", SLOW_BUG, "-n", "2", "-x", "--ssd-shrink-seconds", "1",
+                          "--ssd-report", str(tmp_path / "r.json"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (1, 2), out   # 2: xdist reports the -x stop as an interruption
+    tests = {t["nodeid"].split("::")[-1]: t for t in _strict_json(tmp_path / "r.json")["tests"]}
+    assert tests["test_matches_oracle[tests.tooling_targets:slow_late_tail]"]["outcome"] == "failed", tests
+    causality = tests["test_causality[tests.tooling_targets:slow_late_tail]"]
+    assert causality["properties"].get("ssd_cut_by_failure") == "true", causality
