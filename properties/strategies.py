@@ -91,14 +91,21 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     from properties import triage   # noqa: PLC0415 (triage reads this module's menus)
     anchor = draw(st.sampled_from(triage.battery(info, gpu)))
     like = _ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype, like=anchor)
-    if regime is not None:   # a regime sets its own sizes: keep the anchor's options and dtype only
+    decays = DECAYS
+    if regime == "precision" and _narrow(info):   # the anchor as the precision regime makes it
+        # four chunks of the largest size (states pass between them), the anchor's partial tail
+        seqlen = 4 * _precision_chunk(info, gpu) + anchor.seqlen % anchor.chunk_size
+        anchor = _precision_problem(anchor.replace(decay_decades=0.0, seqlen=seqlen), info, gpu,
+                                    anchor.dtype if anchor.dtype in _narrow(info) else _narrow(info)[0], 1e-2, 1.0)
+        decays = st.sampled_from(PRECISION_DECAYS)
+    elif regime is not None:   # the model regime sets its own sizes: the anchor's options only
         return draw(like)
     key = info.compile_class(anchor)
     for _ in range(CLASS_ATTEMPTS):
         p = draw(like)
         if info.compile_class(p) == key:
             return p
-    return anchor.replace(seed=draw(st.integers(0, 2**31 - 1)), decay_decades=0.0, decay=draw(DECAYS))
+    return anchor.replace(seed=draw(st.integers(0, 2**31 - 1)), decay_decades=0.0, decay=draw(decays))
 
 
 @st.composite
@@ -195,20 +202,35 @@ def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     )
 
 
-def _precision_regime(problem: SSDProblem, info, gpu: bool):
-    narrow = sorted(set(info.dtypes) & {"bfloat16", "float16"})
-    if not narrow:
-        return st.just(problem)
+PRECISION_DECAYS = (0.0, 1e-2, 1e-1)
+
+
+def _narrow(info) -> list[str]:
+    return sorted(set(info.dtypes) & {"bfloat16", "float16"})
+
+
+def _precision_chunk(info, gpu: bool) -> int:
     usable = [c for c in info.chunk_sizes if gpu or c <= 64]
-    chunk = max(usable) if usable else min(info.chunk_sizes)
+    return max(usable) if usable else min(info.chunk_sizes)
+
+
+def _precision_problem(problem: SSDProblem, info, gpu: bool, dtype: str, decay: float, dt_mu: float) -> SSDProblem:
+    chunk = _precision_chunk(info, gpu)
     dims = GPU_HEADDIMS if gpu else CPU_DIMS
     seqlen = problem.seqlen
     if info.seqlen_multiple_of_chunk:
         seqlen = chunk * -(-seqlen // chunk)
-    return st.builds(lambda dtype, decay, dt_mu: problem.replace(
+    return problem.replace(
         dtype=dtype, chunk_size=chunk, headdim=max(_menu(info.headdims, dims)), dstate=max(_menu(info.dstates, dims)),
-        seqlen=seqlen, seq_starts=tuple(s for s in problem.seq_starts if s < seqlen), decay=decay, dt_mu=dt_mu),
-        st.sampled_from(narrow), st.sampled_from([0.0, 1e-2, 1e-1]), st.sampled_from([0.0, 1.0]))
+        seqlen=seqlen, seq_starts=tuple(s for s in problem.seq_starts if s < seqlen), decay=decay, dt_mu=dt_mu)
+
+
+def _precision_regime(problem: SSDProblem, info, gpu: bool):
+    narrow = _narrow(info)
+    if not narrow:
+        return st.just(problem)
+    return st.builds(lambda dtype, decay, dt_mu: _precision_problem(problem, info, gpu, dtype, decay, dt_mu),
+                     st.sampled_from(narrow), st.sampled_from(PRECISION_DECAYS), st.sampled_from([0.0, 1.0]))
 
 
 def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):

@@ -139,8 +139,6 @@ def _bound_shrinking(seconds: float | None) -> tuple[float, float] | None:
     old = getattr(engine, "MAX_SHRINKING_SECONDS", None)
     if old is None or seconds is None:
         return None
-    if seconds <= 0:
-        raise pytest.UsageError(f"--ssd-shrink-seconds: expected a positive number of seconds, got {seconds:g}")
     engine.MAX_SHRINKING_SECONDS = seconds
     return seconds, old
 
@@ -213,7 +211,10 @@ class SSDState:
         if self.compile_cache is not None and os.environ.get("SSDCHECK_COMPILE_DEDUP", "1") != "0":
             self.timer.dedup_dir = Path(self.compile_cache) / "ssdcheck-tileiras-once"
         self.timer.watch()
-        self.shrink_limit = _bound_shrinking(config.getoption("ssd_shrink_seconds"))
+        self.shrink_seconds = config.getoption("ssd_shrink_seconds")
+        if self.shrink_seconds is not None and self.shrink_seconds <= 0:
+            raise pytest.UsageError(f"--ssd-shrink-seconds: expected a positive number of seconds, "
+                                    f"got {self.shrink_seconds:g}")
         self.announced: str | None = None   # the test whose first failure was printed
         from properties.report import add_sink
         add_sink(self.sink)
@@ -260,8 +261,6 @@ class SSDState:
     def pytest_unconfigure(self, config):
         from properties.report import remove_sink
         remove_sink(self.sink)
-        if self.shrink_limit:
-            _bound_shrinking(self.shrink_limit[1])   # the engine's own limit again
         fuzzing.set_stop_file(None)
         self.timer.unwatch()
         if self.budget is not None and self.budget.watchdog is not None:
@@ -360,6 +359,9 @@ class SSDState:
             self.progress.current = item.nodeid
             self.progress.write(force=True)
         failed = cut = stopped = False
+        # the property tests (those taking an implementation) shrink for a bounded time; other tests
+        # (find() in the strategy tests) keep Hypothesis's own limit
+        bound = _bound_shrinking(self.shrink_seconds if "impl" in getattr(item, "fixturenames", ()) else None)
         try:
             return (yield)
         except StoppedByFailure:
@@ -374,6 +376,8 @@ class SSDState:
             failed = True
             raise
         finally:
+            if bound is not None:
+                _bound_shrinking(bound[1])   # the engine's own limit again
             stats, self.item = self.item, None
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
