@@ -2,7 +2,9 @@
 
 `ssd_problems(info)` draws a frozen SSDProblem (shapes, regimes, seed; never tensor elements).
 Compile-time constants (chunk size, headdim, dstate) come from small menus so compiled kernels are
-reused; dynamic sizes (batch, seqlen, heads, sequence boundaries) vary freely. The decay is drawn per
+reused; dynamic sizes (batch, seqlen, heads, sequence boundaries) vary freely. On the GPU, for an
+implementation that declares `KernelInfo.compile_key`, most draws stay in the compile classes of the
+triage battery (properties/triage.py) and a budgeted few explore new ones (EXPLORE_ONE_IN). The decay is drawn per
 chunk (|A*dt| * chunk_size from 1e-4 to 1e2, or exactly 0): with A drawn alone the decay over one
 chunk usually underflows in fp32 and state passing and initial states would go untested.
 """
