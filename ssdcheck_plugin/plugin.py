@@ -216,6 +216,7 @@ class SSDState:
             raise pytest.UsageError(f"--ssd-shrink-seconds: expected a positive number of seconds, "
                                     f"got {self.shrink_seconds:g}")
         self.announced: str | None = None   # the test whose first failure was printed
+        self.unshrunk: tuple[Path | None, float] = (None, 0.0)   # its reproducer file, and when it was found
         from properties.report import add_sink
         add_sink(self.sink)
 
@@ -244,6 +245,7 @@ class SSDState:
                 path = repro.write(result, _resolve(config, repro_dir), impl_spec=_impl_spec(config, result.impl),
                                    meta={"host": os.uname().nodename, "device": self.device, "nodeid": nodeid,
                                          "shrunk": False})
+                self.unshrunk = (path, time.time())
                 text += f"ssdcheck: saved unshrunk {path}\n"
             except Exception as e:  # noqa: BLE001 (the failure itself must still be reported)
                 text += f"ssdcheck: could not save the unshrunk reproducer: {type(e).__name__}: {e}\n"
@@ -390,14 +392,20 @@ class SSDState:
             item.user_properties.extend(_seconds_spent(timing.take(), self.timer, compile0))
             repro_dir = item.config.getoption("ssd_repro_dir")
             if failed and repro_dir and stats.last_failure is not None:
-                self._save_reproducer(item, stats.last_failure, repro_dir)
+                final = self._save_reproducer(item, stats.last_failure, repro_dir)
+                early, t_first = self.unshrunk
+                # the shrunk reproducer replaces the unshrunk one, unless the shrink bound may have cut it
+                if early is not None and final is not None and early != final \
+                        and time.time() - t_first < 0.9 * (self.shrink_seconds or math.inf):
+                    early.unlink(missing_ok=True)
+            self.unshrunk = (None, 0.0)
             if self.progress is not None:
                 self.progress.tests_done += 1
                 self.progress.failed_tests += int(failed)
                 self.progress.current = ""
                 self.progress.write(force=True)
 
-    def _save_reproducer(self, item, result, repro_dir: str) -> None:
+    def _save_reproducer(self, item, result, repro_dir: str) -> Path | None:
         from ssdcheck_plugin import repro
         try:
             meta = {"host": os.uname().nodename, "device": self.device, "nodeid": item.nodeid}
@@ -405,10 +413,11 @@ class SSDState:
                                impl_spec=_impl_spec(item.config, result.impl), meta=meta)
         except Exception as e:  # a reproducer that cannot be written must not hide the failure itself
             item.add_report_section("call", "ssdcheck", f"could not save a reproducer: {type(e).__name__}: {e}")
-            return
+            return None
         item.user_properties.append(("ssd_reproducer", str(path)))
         item.add_report_section("call", "ssdcheck reproducer",
                                 f"saved {path}\nre-run exactly this check: {repro.replay_command(path)}")
+        return path
 
     def pytest_runtest_logreport(self, report):
         """Per-test verdicts, where the reports arrive (the controller under xdist)."""
