@@ -20,7 +20,8 @@ smallest failure found so far (the unshrunk one if none). With -x/--maxfail unde
 failure also stops the other workers before their next example (their tests end as cut).
 
 JUnit (`--junitxml`): every property test gets <property> entries ssd_property, ssd_examples,
-ssd_failures, ssd_worst_share and ssd_worst_share.<output>, and ssd_reproducer when one was saved.
+ssd_failures, ssd_worst_share and ssd_worst_share.<output>, ssd_reproducer when one was saved, and
+ssd_cut_by_budget or ssd_cut_by_failure (another worker's failure under -x) when the test was stopped early.
 """
 from __future__ import annotations
 
