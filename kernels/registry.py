@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,10 @@ class KernelInfo:
     deterministic: bool = True
     deviations: tuple[Deviation, ...] = ()   # known bugs, declared (Deviation)
     notes: str = ""
+    # What costs a compile: problem -> a hashable key; problems with equal keys reuse every compiled
+    # kernel, so strategies draw mostly within the keys of a few problems (properties/strategies.py).
+    # None: compiling costs nothing worth counting (torch-ref), draws are left as they are.
+    compile_key: Callable | None = None
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS
@@ -135,6 +140,34 @@ class KernelInfo:
 
     def deviations_for(self, prop: str, problem, variants=()) -> tuple[Deviation, ...]:
         return tuple(d for d in self.deviations if d.applies(prop, problem, variants))
+
+    def compile_class(self, problem) -> tuple | None:
+        """The compile key of `problem` (None when the implementation declares none)."""
+        return None if self.compile_key is None else tuple(self.compile_key(problem))
+
+
+def _size_class(n: int) -> str:
+    """How a JIT sees an integer size or stride: the constant 1, divisible by 16, or neither."""
+    return "1" if n == 1 else ("16" if n % 16 == 0 else "-")
+
+
+def jit_specialization_key(problem, ignore: frozenset = frozenset()) -> tuple:
+    """The compile key of a JIT that specializes on dtypes, compile-time constants and the
+    divisibility by 16 of every size and stride (cuTile's JIT; Triton specializes integer arguments and
+    pointer alignment the same way): dtypes, chunk size, headdim, dstate, the options the call uses
+    (an absent tensor is another kernel signature), and each size's class (1, divisible by 16 or
+    not) for batch, seqlen, heads, groups and chunks, and whether each input's strides are
+    multiples of 16 bytes. `ignore`: options that do not change the call (an adapter that passes zeros
+    for an absent tensor). Takes any object with SSDProblem's fields (kernels import no properties)."""
+    b, l, h, p, g, n = (problem.batch, problem.seqlen, problem.nheads, problem.headdim, problem.ngroups,
+                        problem.dstate)
+    nchunks = -(-l // problem.chunk_size)
+    # strides in bytes divisible by 16 or not: the element strides of x, dt, B/C (h*p, h, g*n per token,
+    # l times those per sample) taken to gcd with 16, which covers every element size
+    strides = tuple(math.gcd(16, s) for s in (h, l * h, h * p, l * h * p, g * n, l * g * n))
+    return (problem.dtype, problem.dt_dtype if problem.dtype != "float32" else "float32", problem.chunk_size,
+            problem.headdim, problem.dstate, tuple(sorted(problem.options() - ignore)),
+            tuple(_size_class(k) for k in (b, l, h, g, nchunks, h // g)), strides)
 
 
 class UnsupportedProblem(ValueError):

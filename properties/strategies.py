@@ -2,7 +2,9 @@
 
 `ssd_problems(info)` draws a frozen SSDProblem (shapes, regimes, seed; never tensor elements).
 Compile-time constants (chunk size, headdim, dstate) come from small menus so compiled kernels are
-reused; dynamic sizes (batch, seqlen, heads, sequence boundaries) vary freely. The decay is drawn per
+reused; dynamic sizes (batch, seqlen, heads, sequence boundaries) vary freely. On the GPU, for an
+implementation that declares `KernelInfo.compile_key`, most draws stay in the compile classes of the
+triage battery (properties/triage.py) and a budgeted few explore new ones (EXPLORE_ONE_IN). The decay is drawn per
 chunk (|A*dt| * chunk_size from 1e-4 to 1e2, or exactly 0): with A drawn alone the decay over one
 chunk usually underflows in fp32 and state passing and initial states would go untested.
 """
@@ -19,6 +21,7 @@ GPU_DSTATES = (16, 32, 64, 128, 256)
 # (headdim, dstate) pairs on the GPU: every value at least once on each side, headdim != dstate in most,
 # 64 (the benchmark shape) most often. A short list, because each pair is a new compile of every kernel
 # for every dtype: with all 25 pairs, the H200 gate runs spent ~88% of their time in tileiras.
+GPU_HEADS = (2, 6, 8, 16)   # see the comment where nheads is drawn
 GPU_DIM_PAIRS = ((64, 64), (64, 64), (64, 128), (64, 256), (32, 16), (128, 64), (16, 32), (256, 128), (128, 128))
 
 PINNED: SSDProblem | None = None   # set by conftest's --ssd-problem: every draw returns it
@@ -65,9 +68,51 @@ def _menu(declared, menu):
     return tuple(v for v in menu if declared is None or v in declared) or tuple(declared)
 
 
+# Compile-aware draws (an implementation that declares KernelInfo.compile_key, on the GPU): 7 draws in
+# 8 take their compile-time choices (dtype, chunk, headdim, dstate, options, batch) from a triage
+# battery problem and keep a size whose compile key is that problem's (sizes still vary inside the
+# class); 1 in 8 explores freely: new classes, a budget of about 25 per 200 examples.
+EXPLORE_ONE_IN = 8
+# Per-chunk log-decay: log-uniform in [1e-4, 1e2] (simplest: 1, a state that neither vanishes nor
+# stays constant), extra weight on strong decay, or exactly 0.
+DECAYS = st.one_of(st.floats(-4.0, 2.0).map(lambda e: 10.0 ** e), st.floats(1.0, 2.0).map(lambda e: 10.0 ** e),
+                   st.just(0.0))
+CLASS_ATTEMPTS = 4   # sizes drawn to find one in the anchor's class before taking the anchor's own
+
+
 @st.composite
 def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None, regime: str | None = None,
                  dtype: str | None = None):
+    """An SSDProblem that `info` declares it supports (see `_ssd_problems`), drawn compile-aware when
+    `info` declares what costs it a compile and the draw is for the GPU."""
+    if PINNED is not None:
+        return PINNED
+    long = max_seqlen is not None and max_seqlen > 8192
+    if not gpu or info.compile_key is None or long or draw(st.integers(0, EXPLORE_ONE_IN - 1)) == EXPLORE_ONE_IN - 1:
+        return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype))
+    from properties import triage   # noqa: PLC0415 (triage reads this module's menus)
+    anchor = draw(st.sampled_from(triage.battery(info, gpu)))
+    like = _ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype, like=anchor)
+    decays = DECAYS
+    if regime == "precision" and _narrow(info):   # the anchor as the precision regime makes it
+        # four chunks of the largest size (states pass between them), the anchor's partial tail
+        seqlen = 4 * _precision_chunk(info, gpu) + anchor.seqlen % anchor.chunk_size
+        anchor = _precision_problem(anchor.replace(decay_decades=0.0, seqlen=seqlen), info, gpu,
+                                    anchor.dtype if anchor.dtype in _narrow(info) else _narrow(info)[0], 1e-2, 1.0)
+        decays = st.sampled_from(PRECISION_DECAYS)
+    elif regime is not None:   # the model regime sets its own sizes: the anchor's options only
+        return draw(like)
+    key = info.compile_class(anchor)
+    for _ in range(CLASS_ATTEMPTS):
+        p = draw(like)
+        if info.compile_class(p) == key:
+            return p
+    return anchor.replace(seed=draw(st.integers(0, 2**31 - 1)), decay_decades=0.0, decay=draw(decays))
+
+
+@st.composite
+def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None, regime: str | None = None,
+                  dtype: str | None = None, like: SSDProblem | None = None):
     """An SSDProblem that `info` declares it supports, sized for the CPU or the GPU.
 
     regime="model" (with `dtype`): a model layer as it runs in training and inference: whole chunks,
@@ -81,19 +126,20 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     regime="precision": where the oracle budget bites: a narrow dtype, the largest chunk and inner
     dimensions of the menu, little decay (every term of every sum counts) and dt near 1, so an error a
     few roundings larger than the yardstick's (a narrow accumulator, say) shows within a few examples.
+
+    like: take the compile-time choices (dtype, chunk size, headdim, dstate, batch, options) from this
+    problem and draw the rest (ssd_problems' compile-aware draws).
     """
-    if PINNED is not None:
-        return PINNED
     if regime == "precision":
-        return draw(ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen).flatmap(
+        return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, like=like).flatmap(
             lambda p: _precision_regime(p, info, gpu)))
     if regime == "model":
-        return draw(ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen).flatmap(
+        return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, like=like).flatmap(
             lambda p: _model_regime(p, info, gpu, dtype or p.dtype)))
     opts = info.options
-    dtype = draw(st.sampled_from(sorted(info.dtypes)))
-    chunk_size = draw(st.sampled_from(sorted(c for c in info.chunk_sizes if gpu or c <= 64) or
-                                      sorted(info.chunk_sizes)))
+    dtype = like.dtype if like else draw(st.sampled_from(sorted(info.dtypes)))
+    chunk_size = like.chunk_size if like else draw(st.sampled_from(
+        sorted(c for c in info.chunk_sizes if gpu or c <= 64) or sorted(info.chunk_sizes)))
     if max_seqlen is not None and max_seqlen > 8192:
         # Long sequences: few heads and small tiles keep a float64 problem within a few GB.
         headdim = draw(st.sampled_from(_menu(info.headdims, (16, 32, 64))))
@@ -104,7 +150,9 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     elif gpu:
         pairs = [(p, n) for p, n in GPU_DIM_PAIRS if (info.headdims is None or p in info.headdims)
                  and (info.dstates is None or n in info.dstates)]
-        if pairs:
+        if like:
+            headdim, dstate = like.headdim, like.dstate
+        elif pairs:
             headdim, dstate = draw(st.sampled_from(pairs))
         else:
             headdim = draw(st.sampled_from(_menu(info.headdims, GPU_HEADDIMS)))
@@ -115,8 +163,11 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
         # give 3 heads per group (2 groups) and 1 (6 groups) with an even head count: a kernel that
         # blocks heads in pairs or fours must not let a block cross a group (2026-12-01: the powers of
         # two alone never drew an odd count above 1, and a mutant pairing across groups survived).
-        nheads = draw(st.sampled_from([h for h in (2, 6, 8, 16) if h % info.nheads_multiple_of == 0]))
-        batch = draw(st.sampled_from([1, 2]))
+        heads = [h for h in GPU_HEADS if h % info.nheads_multiple_of == 0]
+        if like:   # heads divisible by 16 or not is part of the compile class
+            heads = [h for h in heads if (h % 16 == 0) == (like.nheads % 16 == 0)] or [like.nheads]
+        nheads = draw(st.sampled_from(heads))
+        batch = like.batch if like else draw(st.sampled_from([1, 2]))
         max_len = max_seqlen or 4096
     else:
         headdim = draw(st.sampled_from(_menu(info.headdims, CPU_DIMS)))
@@ -126,16 +177,18 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
         max_len = max_seqlen or 4 * chunk_size + 3
     seqlen = draw(seqlens(chunk_size, max_len, info.seqlen_multiple_of_chunk))
     divisors = [g for g in range(1, nheads + 1) if nheads % g == 0]
+    if like:   # one group or several is part of the compile class
+        divisors = [g for g in divisors if (g == 1) == (like.ngroups == 1)] or [1]
     ngroups = draw(st.sampled_from(divisors)) if "ngroups" in opts else 1
-    # Per-chunk log-decay: log-uniform in [1e-4, 1e2] (simplest: 1, a state that neither vanishes nor
-    # stays constant), extra weight on strong decay, or exactly 0.
-    decay = draw(st.one_of(st.floats(-4.0, 2.0).map(lambda e: 10.0 ** e),
-                           st.floats(1.0, 2.0).map(lambda e: 10.0 ** e), st.just(0.0)))
+    decay = draw(DECAYS)
     def flag(name):
+        if like:
+            return name in like.options()
         return name in opts and draw(st.booleans())
     seq_starts = draw(seq_boundaries(seqlen, chunk_size)) if flag("seq_idx") else ()
     varlen = bool(seq_starts) and batch == 1 and flag("varlen_states")
-    D = draw(st.sampled_from([d for d, o in ((None, None), ("h", "D"), ("hp", "D_headdim")) if o is None or o in opts]))
+    D = like.D if like else draw(st.sampled_from(
+        [d for d, o in ((None, None), ("h", "D"), ("hp", "D_headdim")) if o is None or o in opts]))
     dt_limit = None
     if flag("dt_limit"):
         dt_limit = draw(st.sampled_from([(0.0, 0.1), (1e-3, 0.5), (0.05, float("inf")), (0.0, 1.0)]))
@@ -144,27 +197,42 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
         chunk_size=chunk_size, dtype=dtype, decay=decay,
         dt_mu=draw(st.sampled_from([-4.0, -2.0, -1.0, 0.0, 1.0])),
         dt_softplus=flag("dt_softplus"), dt_bias=flag("dt_bias"), dt_limit=dt_limit,
-        dt_dtype="input" if flag("dt_input_dtype") else "float32",
+        dt_dtype=(like.dt_dtype if like else "input" if flag("dt_input_dtype") else "float32"),
         D=D, z=flag("z"), initial_states=flag("initial_states"),
         final_states="final_states" in opts, seq_starts=seq_starts, varlen=varlen,
         seed=draw(st.integers(0, 2**31 - 1)),
     )
 
 
-def _precision_regime(problem: SSDProblem, info, gpu: bool):
-    narrow = sorted(set(info.dtypes) & {"bfloat16", "float16"})
-    if not narrow:
-        return st.just(problem)
+PRECISION_DECAYS = (0.0, 1e-2, 1e-1)
+
+
+def _narrow(info) -> list[str]:
+    return sorted(set(info.dtypes) & {"bfloat16", "float16"})
+
+
+def _precision_chunk(info, gpu: bool) -> int:
     usable = [c for c in info.chunk_sizes if gpu or c <= 64]
-    chunk = max(usable) if usable else min(info.chunk_sizes)
+    return max(usable) if usable else min(info.chunk_sizes)
+
+
+def _precision_problem(problem: SSDProblem, info, gpu: bool, dtype: str, decay: float, dt_mu: float) -> SSDProblem:
+    chunk = _precision_chunk(info, gpu)
     dims = GPU_HEADDIMS if gpu else CPU_DIMS
     seqlen = problem.seqlen
     if info.seqlen_multiple_of_chunk:
         seqlen = chunk * -(-seqlen // chunk)
-    return st.builds(lambda dtype, decay, dt_mu: problem.replace(
+    return problem.replace(
         dtype=dtype, chunk_size=chunk, headdim=max(_menu(info.headdims, dims)), dstate=max(_menu(info.dstates, dims)),
-        seqlen=seqlen, seq_starts=tuple(s for s in problem.seq_starts if s < seqlen), decay=decay, dt_mu=dt_mu),
-        st.sampled_from(narrow), st.sampled_from([0.0, 1e-2, 1e-1]), st.sampled_from([0.0, 1.0]))
+        seqlen=seqlen, seq_starts=tuple(s for s in problem.seq_starts if s < seqlen), decay=decay, dt_mu=dt_mu)
+
+
+def _precision_regime(problem: SSDProblem, info, gpu: bool):
+    narrow = _narrow(info)
+    if not narrow:
+        return st.just(problem)
+    return st.builds(lambda dtype, decay, dt_mu: _precision_problem(problem, info, gpu, dtype, decay, dt_mu),
+                     st.sampled_from(narrow), st.sampled_from(PRECISION_DECAYS), st.sampled_from([0.0, 1.0]))
 
 
 def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):

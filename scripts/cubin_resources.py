@@ -174,19 +174,24 @@ def launches(shape_id: str, chunk: int = 64) -> list[tuple[object, object]]:
     ssd_forward on the race shape `shape_id`, found on the CPU: the forward runs on CPU tensors with its
     CUDA calls stubbed (bench.host_profile), and each launch's arguments become a signature by the
     JIT's rule (_jit_array). No GPU needed."""
+    from bench.race import make_inputs
+    from bench.shapes import grid
+    shape = {s.id: s for s in grid()}[shape_id]
+    return recorded_launches(dict(make_inputs(shape, 0, device="cpu"), chunk_size=chunk))
+
+
+def recorded_launches(kwargs: dict) -> list[tuple[object, object]]:
+    """launches() for ssd_forward(**kwargs) on CPU tensors."""
     import inspect
 
     import cuda.tile as ct
     import torch
     from cuda.tile.compilation import CallingConvention, ConstantConstraint, KernelSignature, ScalarConstraint
     from bench.host_profile import launches_stubbed
-    from bench.race import make_inputs
-    from bench.shapes import grid
     from kernels.cutile import ssd_forward
-    shape = {s.id: s for s in grid()}[shape_id]
     seen = []
     with launches_stubbed(launch=lambda stream, g, kernel, args: seen.append((kernel, args))):
-        ssd_forward(**dict(make_inputs(shape, 0, device="cpu"), chunk_size=chunk))
+        ssd_forward(**kwargs)
     out = []
     for kernel, args in seen:
         params = []

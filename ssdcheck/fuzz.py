@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where the report, junit, log and failures go (default .ssdcheck-cache/fuzz/<time>-<impl>)")
     ap.add_argument("--db", default=None, help=f"Hypothesis example database (default {DEFAULT_DB})")
     ap.add_argument("-n", "--workers", default=None,
-                    help="pytest-xdist workers (`auto` on a GPU host: one per GPU)")
+                    help="pytest-xdist workers (`auto` on a GPU host: one per CPU core, spread over the GPUs)")
     ap.add_argument("--profile", default="fuzz", help="Hypothesis profile (default fuzz)")
     ap.add_argument("--grace", type=float, default=None,
                     help="seconds a failure may keep shrinking past the budget before the run is "

@@ -32,6 +32,42 @@ class FuzzTimeUp(KeyboardInterrupt):
     """The fuzz time share of the current test is used up (never a failure)."""
 
 
+class StoppedByFailure(FuzzTimeUp):
+    """Another worker of this run found a failure and -x/--maxfail asks to stop (never a failure)."""
+
+
+_STOP_FILE: list[Path | None] = [None]   # set under xdist with -x/--maxfail: the run's shared stop flag
+
+
+def set_stop_file(path: Path | None) -> None:
+    _STOP_FILE[0] = path
+
+
+def stop_file() -> Path | None:
+    return _STOP_FILE[0]
+
+
+def request_stop() -> None:
+    """Tell the other workers of this run to stop before their next example."""
+    path = _STOP_FILE[0]
+    if path is not None:
+        try:
+            path.write_text(str(os.getpid()))
+        except OSError:
+            pass
+
+
+def stop_requested() -> bool:
+    """True when another process of this run asked to stop (request_stop)."""
+    path = _STOP_FILE[0]
+    if path is None:
+        return False
+    try:
+        return path.read_text().strip() not in ("", str(os.getpid()))
+    except OSError:
+        return False
+
+
 def _count_start(counter: Path) -> int:
     """Add one to the integer in `counter` under a file lock; the value before (tests started so far by
     every worker of the session)."""
@@ -95,7 +131,8 @@ def activate(budget: TimeBudget | None) -> None:
 
 
 def wrap_inner_test(test_fn) -> bool:
-    """Make the Hypothesis test `test_fn` stop when the active budget's current share expires.
+    """Make the Hypothesis test `test_fn` stop when the active budget's current share expires, or when
+    another worker asked to stop (StoppedByFailure).
     The wrapper is installed once per function (parametrized items share it)."""
     handle = getattr(test_fn, "hypothesis", None)
     if handle is None or getattr(handle.inner_test, "_ssdcheck_budget", False):
@@ -103,6 +140,8 @@ def wrap_inner_test(test_fn) -> bool:
     inner = handle.inner_test
 
     def budgeted(*args, **kwargs):
+        if stop_requested():
+            raise StoppedByFailure()
         budget = _ACTIVE[0]
         if budget is not None:
             if budget.expired():

@@ -1,8 +1,10 @@
-"""GPU hosts: one xdist worker per GPU, the cuTile compile cache, and compile time vs run time.
+"""GPU hosts: xdist workers per CPU core spread over the GPUs, the cuTile compile cache, compile vs run time.
 
-* `pytest -n auto` on a GPU host starts one worker per visible GPU (`auto_num_workers`), and worker
-  `gwN` pins itself to GPU `N % device_count` with `torch.cuda.set_device` (`pin_xdist_worker`),
-  so `"cuda"` tensors, kernels and streams of that worker live on its own GPU.
+* `pytest -n auto` on a GPU host starts one worker per CPU core, at least one per GPU
+  (`auto_num_workers`: a cold run is compile-bound, and compiles are CPU work), and worker `gwN`
+  pins itself to GPU `N % device_count` with `torch.cuda.set_device` (`pin_xdist_worker`), so the
+  workers spread over the GPUs round-robin and `"cuda"` tensors, kernels and streams of a worker
+  live on its GPU.
 * cuTile (cuda-tile 1.7) keeps compiled cubins in an SQLite cache whose directory it reads from
   `CUDA_TILE_CACHE_DIR` when `cuda.tile` is imported (`cutile_cache._env.get_cache_dir_from_env`;
   default `$XDG_CACHE_HOME/cutile-python`, "off"/"0"/"none" disable it; `CUDA_TILE_CACHE_SIZE`
@@ -75,12 +77,23 @@ def gpu_count(cuda=None) -> int:
     return cuda.device_count() if cuda.is_available() else 0
 
 
-def auto_num_workers(numprocesses, env=os.environ, cuda=None) -> int | None:
-    """`-n auto` on a GPU host: one worker per GPU. None lets xdist decide (CPU count)."""
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def auto_num_workers(numprocesses, env=os.environ, cuda=None, cores=None) -> int | None:
+    """`-n auto` on a GPU host: one worker per CPU core, at least one per GPU. A cold run is
+    compile-bound and compiling is CPU work, so on one GPU every core's worker shares it (one worker
+    per GPU left 15 of 16 cores idle); workers spread over several GPUs round-robin (worker_device).
+    None lets xdist decide (the CPU count) where no GPU is visible."""
     if numprocesses != "auto" or env.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     n = gpu_count(cuda)
-    return n if n > 0 else None
+    return max(n, cores if cores is not None else cpu_cores()) if n > 0 else None
 
 
 def resolve_compile_cache(option: str | None, rootdir: str | Path, env=os.environ) -> str | None:

@@ -13,9 +13,16 @@
     --ssd-progress PATH.json       live counters for `ssdcheck fuzz`
     --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
+    --ssd-shrink-seconds S         stop shrinking a failure after S seconds (default 30)
+
+Fail fast: the first failing example of a test prints its reproducer at once (and saves it with
+--ssd-repro-dir) before Hypothesis shrinks it, and shrinking stops after --ssd-shrink-seconds with the
+smallest failure found so far (the unshrunk one if none). With -x/--maxfail under xdist, the first
+failure also stops the other workers before their next example (their tests end as cut).
 
 JUnit (`--junitxml`): every property test gets <property> entries ssd_property, ssd_examples,
-ssd_failures, ssd_worst_share and ssd_worst_share.<output>, and ssd_reproducer when one was saved.
+ssd_failures, ssd_worst_share and ssd_worst_share.<output>, ssd_reproducer when one was saved, and
+ssd_cut_by_budget or ssd_cut_by_failure (another worker's failure under -x) when the test was stopped early.
 """
 from __future__ import annotations
 
@@ -30,7 +37,8 @@ import pytest
 from ssdcheck_plugin import gate as gate_mod
 from ssdcheck_plugin import gpu
 from ssdcheck_plugin.aggregate import Aggregate, ItemStats, num
-from ssdcheck_plugin.fuzzing import FuzzTimeUp, Progress, TimeBudget, wrap_inner_test
+from ssdcheck_plugin import fuzzing
+from ssdcheck_plugin.fuzzing import FuzzTimeUp, Progress, StoppedByFailure, TimeBudget, wrap_inner_test
 from ssdcheck_plugin.fuzzing import activate as fuzz_activate
 
 SCHEMA = "ssdcheck-report/1"
@@ -69,6 +77,9 @@ def pytest_addoption(parser):
                 help="keep live progress counters in this JSON file (per xdist worker: PATH.gwN)")
     g.addoption("--ssd-hypothesis-db", metavar="DIR", default=None,
                 help=f"example database for the fuzz profile (default {DEFAULT_DB})")
+    g.addoption("--ssd-shrink-seconds", metavar="S", type=float, default=30.0,
+                help="stop shrinking a failing example after S seconds, keeping the smallest found so far "
+                     "(default 30; each shrink step may compile again)")
     g.addoption("--ssd-compile-cache", metavar="DIR", default=None,
                 help="cuTile compile cache directory, or 'off' (default $SSDCHECK_COMPILE_CACHE or "
                      f"{gpu.DEFAULT_COMPILE_CACHE})")
@@ -121,6 +132,21 @@ def _seconds_spent(phases: dict, timer, compile0: tuple) -> list[tuple[str, floa
         out += [("ssd_seconds.compile", round(timer.compile_s - compile0[0], 3)),
                 ("ssd_seconds.tileiras", round(timer.tileiras_s - compile0[1], 3))]
     return out
+
+
+def _bound_shrinking(seconds: float | None) -> tuple[float, float] | None:
+    """Bound Hypothesis's shrinking of a failure to `seconds` (its engine's MAX_SHRINKING_SECONDS, 300 by
+    default, read when shrinking starts; past it the engine reports the smallest failure so far);
+    (new, old) limits, or None where this Hypothesis has no such limit or seconds is None."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:
+        return None
+    old = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if old is None or seconds is None:
+        return None
+    engine.MAX_SHRINKING_SECONDS = seconds
+    return seconds, old
 
 
 def _budgeted(item) -> bool:
@@ -191,6 +217,12 @@ class SSDState:
         if self.compile_cache is not None and os.environ.get("SSDCHECK_COMPILE_DEDUP", "1") != "0":
             self.timer.dedup_dir = Path(self.compile_cache) / "ssdcheck-tileiras-once"
         self.timer.watch()
+        self.shrink_seconds = config.getoption("ssd_shrink_seconds")
+        if self.shrink_seconds is not None and self.shrink_seconds <= 0:
+            raise pytest.UsageError(f"--ssd-shrink-seconds: expected a positive number of seconds, "
+                                    f"got {self.shrink_seconds:g}")
+        self.announced: str | None = None   # the test whose first failure was printed
+        self.unshrunk: tuple[Path | None, float] = (None, 0.0)   # its reproducer file, and when it was found
         from properties.report import add_sink
         add_sink(self.sink)
 
@@ -200,12 +232,44 @@ class SSDState:
             self.item.add(result)
             if not result.strict_passed and self.budget is not None:
                 self.budget.failure_seen = True
+            if not result.passed and self.announced != self.item.nodeid:
+                self.announced = self.item.nodeid
+                self._announce(result)
         if self.progress is not None:
             self.progress.on_result(result)
+
+    def _announce(self, result) -> None:
+        """The first failing example of the running test: its reproducer now, before shrinking (which
+        may be cut, or take minutes of compiles), and the other workers told to stop under -x."""
+        config, nodeid = self.config, self.item.nodeid
+        text = (f"\nssdcheck: first failure in {nodeid} (example {self.item.examples}, {result.prop}); "
+                f"re-run it alone: {result.problem.repro(_impl_spec(config, result.impl), result.prop)}\n")
+        repro_dir = config.getoption("ssd_repro_dir")
+        if repro_dir:
+            from ssdcheck_plugin import repro
+            try:
+                path = repro.write(result, _resolve(config, repro_dir), impl_spec=_impl_spec(config, result.impl),
+                                   meta={"host": os.uname().nodename, "device": self.device, "nodeid": nodeid,
+                                         "shrunk": False})
+                self.unshrunk = (path, time.time())
+                text += f"ssdcheck: saved unshrunk {path}\n"
+            except Exception as e:  # noqa: BLE001 (the failure itself must still be reported)
+                text += f"ssdcheck: could not save the unshrunk reproducer: {type(e).__name__}: {e}\n"
+        capman = config.pluginmanager.getplugin("capturemanager")
+        import sys
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                sys.stderr.write(text)
+                sys.stderr.flush()
+        else:
+            sys.stderr.write(text)
+        if (config.getoption("maxfail", 0) or 0) > 0:
+            fuzzing.request_stop()
 
     def pytest_unconfigure(self, config):
         from properties.report import remove_sink
         remove_sink(self.sink)
+        fuzzing.set_stop_file(None)
         self.timer.unwatch()
         if self.budget is not None and self.budget.watchdog is not None:
             self.budget.watchdog.stop()
@@ -229,6 +293,9 @@ class SSDState:
         if self.is_controller:
             for old in self._watch_files("stall") + self._watch_files("hang"):   # an earlier run's file would
                 Path(old).unlink(missing_ok=True)                                   # be read as this run's
+        if self.worker_id and (config.getoption("maxfail", 0) or 0) > 0 and config.workerinput.get("testrunuid"):
+            import tempfile   # one file per run, shared by its workers: a worker found a failure
+            fuzzing.set_stop_file(Path(tempfile.gettempdir()) / f"ssdcheck-stop-{config.workerinput['testrunuid']}")
         until = config.getoption("ssd_fuzz_until")
         seconds = config.getoption("ssd_fuzz_seconds")
         if until is None and seconds is not None:
@@ -294,13 +361,20 @@ class SSDState:
             self.budget.start_item()
             if self.budget.watchdog is not None:
                 self.budget.watchdog.nodeid = item.nodeid
+        if _budgeted(item) and (self.budget is not None or fuzzing.stop_file() is not None):
             wrap_inner_test(getattr(item, "obj", None))
         if self.progress is not None:
             self.progress.current = item.nodeid
             self.progress.write(force=True)
-        failed = cut = False
+        failed = cut = stopped = False
+        # the property tests (those taking an implementation) shrink for a bounded time; other tests
+        # (find() in the strategy tests) keep Hypothesis's own limit
+        bound = _bound_shrinking(self.shrink_seconds if "impl" in getattr(item, "fixturenames", ()) else None)
         try:
             return (yield)
+        except StoppedByFailure:
+            stopped = True
+            return None
         except FuzzTimeUp:
             cut = True
             if self.budget is not None:
@@ -310,6 +384,8 @@ class SSDState:
             failed = True
             raise
         finally:
+            if bound is not None:
+                _bound_shrinking(bound[1])   # the engine's own limit again
             stats, self.item = self.item, None
             if stats.examples or stats.props:
                 item.user_properties.extend(stats.user_properties())
@@ -317,17 +393,25 @@ class SSDState:
                 item.user_properties.append(("ssd_examples", 0))   # no draw was applicable
             if cut:   # stopped by the fuzz budget before the profile's example count: say so per test
                 item.user_properties.append(("ssd_cut_by_budget", "true"))
+            if stopped:   # another worker's failure under -x/--maxfail
+                item.user_properties.append(("ssd_cut_by_failure", "true"))
             item.user_properties.extend(_seconds_spent(timing.take(), self.timer, compile0))
             repro_dir = item.config.getoption("ssd_repro_dir")
             if failed and repro_dir and stats.last_failure is not None:
-                self._save_reproducer(item, stats.last_failure, repro_dir)
+                final = self._save_reproducer(item, stats.last_failure, repro_dir)
+                early, t_first = self.unshrunk
+                # the shrunk reproducer replaces the unshrunk one, unless the shrink bound may have cut it
+                if early is not None and final is not None and early != final \
+                        and time.time() - t_first < 0.9 * (self.shrink_seconds or math.inf):
+                    early.unlink(missing_ok=True)
+            self.unshrunk = (None, 0.0)
             if self.progress is not None:
                 self.progress.tests_done += 1
                 self.progress.failed_tests += int(failed)
                 self.progress.current = ""
                 self.progress.write(force=True)
 
-    def _save_reproducer(self, item, result, repro_dir: str) -> None:
+    def _save_reproducer(self, item, result, repro_dir: str) -> Path | None:
         from ssdcheck_plugin import repro
         try:
             meta = {"host": os.uname().nodename, "device": self.device, "nodeid": item.nodeid}
@@ -335,10 +419,11 @@ class SSDState:
                                impl_spec=_impl_spec(item.config, result.impl), meta=meta)
         except Exception as e:  # a reproducer that cannot be written must not hide the failure itself
             item.add_report_section("call", "ssdcheck", f"could not save a reproducer: {type(e).__name__}: {e}")
-            return
+            return None
         item.user_properties.append(("ssd_reproducer", str(path)))
         item.add_report_section("call", "ssdcheck reproducer",
                                 f"saved {path}\nre-run exactly this check: {repro.replay_command(path)}")
+        return path
 
     def pytest_runtest_logreport(self, report):
         """Per-test verdicts, where the reports arrive (the controller under xdist)."""

@@ -57,6 +57,11 @@ def run_pytest(*args: str) -> subprocess.CompletedProcess:
     return run("-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu", "-q", *args)
 
 
+def run_pytest_env(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
+                           "-q", *args], cwd=ROOT, env={**_env(), **env}, capture_output=True, text=True, timeout=180)
+
+
 def _strict_json(path: Path) -> dict:
     def no_constants(name):
         raise ValueError(f"non-standard JSON constant {name} in {path}")
@@ -255,7 +260,13 @@ def test_fuzz_runs_for_its_budget_and_saves_the_failure(fuzz_run):
     files = list((out / "failures").glob("*.pt"))
     assert len(files) == 1 and r["reproducers"][0]["path"] == str(files[0])
     assert f"python -m ssdcheck replay {files[0]}" in proc.stdout
-    assert any((d / "db").rglob("*")), "the example database keeps the failure"
+    # the failure runs first next time: the example database keeps a drawn one; one of the triage
+    # battery (an explicit example, which Hypothesis does not save) runs first in every run anyway
+    from kernels.registry import lookup
+    from properties import triage
+    failing = eval_problem(repro.load(files[0])["problem"])
+    assert failing in triage.battery(lookup(BROKEN), gpu=False) or any((d / "db").rglob("*")), \
+        "the example database keeps the failure"
     assert "worst share" in proc.stderr and "failures 1 tests" in proc.stderr   # the progress line
     prog = read_progress(out / "progress.json")
     assert prog["examples"] == r["summary"]["examples"] and prog["failed_tests"] == 1
@@ -488,8 +499,11 @@ def test_no_pinning_without_xdist_or_gpus():
     assert gpu.pin_xdist_worker("gw1", cuda=FakeCuda(0)) is None
 
 
-def test_n_auto_means_one_worker_per_gpu():
-    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(4)) == 4
+def test_n_auto_means_one_worker_per_core_sharing_the_gpus_round_robin():
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(1), cores=16) == 16   # one GPU: every core
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(8), cores=4) == 8     # at least one per GPU
+    assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(1)) == gpu.cpu_cores()
+    assert [gpu.worker_device(f"gw{i}", 2) for i in range(5)] == [0, 1, 0, 1, 0]
     assert gpu.auto_num_workers("auto", env={}, cuda=FakeCuda(0)) is None          # xdist: CPU count
     assert gpu.auto_num_workers("logical", env={}, cuda=FakeCuda(4)) is None
     assert gpu.auto_num_workers("auto", env={"PYTEST_XDIST_AUTO_NUM_WORKERS": "3"}, cuda=FakeCuda(4)) is None
@@ -639,3 +653,39 @@ def test_summary_flags_features_the_run_barely_reached(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     flagged = [line for line in out.splitlines() if "**under 10%**" in line]
     assert flagged == ["  - **under 10%** (barely reached): aligned_no_seq_idx 6.8%"]
+
+
+SLOW_BUG = "tests.tooling_targets:slow_late_tail"
+
+
+def test_first_failure_prints_its_reproducer_at_once_and_shrinking_is_bounded(tmp_path):
+    """A failure the battery misses is drawn, printed (and saved unshrunk) the moment it is found, and
+    Hypothesis stops shrinking it after --ssd-shrink-seconds (each step costs 0.3 s here, as a compile
+    would): the test still fails with the smallest failure found by then."""
+    proc = run_pytest(f"{TESTS}::test_matches_oracle", "--impl", SLOW_BUG, "--ssd-shrink-seconds", "1",
+                      "--ssd-repro-dir", str(tmp_path / "f"), "--ssd-report", str(tmp_path / "r.json"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    first = next(line for line in proc.stderr.splitlines() if line.startswith("ssdcheck: first failure in"))
+    assert "--ssd-problem" in first and "prop_matches_oracle" in first
+    assert "ssdcheck: saved unshrunk" in proc.stderr
+    assert "stopped because it is making very slow progress" in out   # the bound cut the shrink
+    saved = list((tmp_path / "f").glob("*.pt"))
+    assert len(saved) >= 1
+    t = _strict_json(tmp_path / "r.json")["tests"][0]
+    assert t["call_duration"] < 60, t   # unbounded, Hypothesis shrinks this one for minutes
+
+
+def test_x_stops_the_other_workers_at_the_first_failure(tmp_path):
+    """-n 2 -x: the worker that finds the failure tells the other one, whose passing test stops before
+    its next example (its report entry says ssd_cut_by_failure) instead of running its 18 examples."""
+    env_call = {"SSDCHECK_TEST_CALL_S": "0.4"}
+    proc = run_pytest_env(env_call, f"{TESTS}::test_matches_oracle", f"{TESTS}::test_causality",
+                          "--impl", SLOW_BUG, "-n", "2", "-x", "--ssd-shrink-seconds", "1",
+                          "--ssd-report", str(tmp_path / "r.json"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (1, 2), out   # 2: xdist reports the -x stop as an interruption
+    tests = {t["nodeid"].split("::")[-1]: t for t in _strict_json(tmp_path / "r.json")["tests"]}
+    assert tests["test_matches_oracle[tests.tooling_targets:slow_late_tail]"]["outcome"] == "failed", tests
+    causality = tests["test_causality[tests.tooling_targets:slow_late_tail]"]
+    assert causality["properties"].get("ssd_cut_by_failure") == "true", causality

@@ -7,6 +7,9 @@ while prop_causality, which never looks at the last token, still passes. Used as
 `hangs_once` is torch-ref whose first call in the process sleeps (an example that overruns its time
 share, for the stall watchdog); `hangs_holding_gil` sleeps in a C call that keeps the GIL (as a
 synchronous copy behind a hung kernel does), where only the faulthandler dump can report.
+`slow_late_tail` is broken_tail's bug on sequences longer than 60 tokens only (the CPU triage battery's
+are 48 and 53, so drawn examples find it and Hypothesis shrinks it), and every call sleeps
+$SSDCHECK_TEST_CALL_S seconds (default 0.3): a slow, compile-like shrink, for --ssd-shrink-seconds and -x.
 """
 from __future__ import annotations
 
@@ -71,3 +74,14 @@ def hangs_holding_gil(**kwargs):
 
 hangs_holding_gil.ssd_info = INFO.replace(name="hangs-holding-gil", stages=None,
                                           notes="torch-ref, first call sleeps holding the GIL")
+
+
+def slow_late_tail(**kwargs):
+    import os  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    time.sleep(float(os.environ.get("SSDCHECK_TEST_CALL_S", "0.3")))
+    return broken_tail(**kwargs) if kwargs["x"].shape[1] > 60 else ssd_forward(**kwargs)
+
+
+slow_late_tail.ssd_info = INFO.replace(name="slow-late-tail", stages=None,
+                                       notes="torch-ref, y[:, -1] += 1 past 60 tokens, every call slow")

@@ -15,6 +15,7 @@ from kernels.cutile.launcher import (
     chunk_cumsum,
     chunk_scan,
     chunk_state_and_passing,
+    compile_key,
     ssd_forward,
 )
 from kernels.cutile.toolchain import ToolchainError, diagnose
@@ -36,6 +37,7 @@ INFO = KernelInfo(
     matmul="ieee",
     bitwise_batch_invariant=True,
     deterministic=True,
+    compile_key=compile_key,
     notes=("cuTile kernels: chunk cumsum (log2) | chunk state fused with state passing | fused output "
            "(C B^T on chip) | varlen states; states entering chunks stored in the input dtype; "
            "final states fp32, varlen states in the input dtype"),

@@ -43,6 +43,7 @@ import torch
 from kernels.contract import SSDArgumentError, unpack_returns
 from kernels.cutile import dispatch
 from kernels.cutile.dispatch import Problem
+from kernels.registry import jit_specialization_key
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -596,3 +597,31 @@ STAGES = {
     "chunk_state_and_passing": chunk_state_and_passing,
     "chunk_scan": chunk_scan,
 }
+
+
+# --------------------------------------------------------------------------- what costs a compile
+
+def compile_key(problem) -> tuple:
+    """KernelInfo.compile_key of cutile: the JIT's specialization of every launch's arrays
+    (registry.jit_specialization_key: dtypes, constants, divisibility of sizes and strides, absent
+    tensors) and the Config of each kernel that `ssd_forward` launches for `problem` (tiles, FAST,
+    head pairs, hints: other constants, another compile). Problems with equal keys launch the same
+    kernel signatures (tests/test_compile_classes.py checks it against the recorded launches).
+    Shapes only: no tensor, no GPU."""
+    dt_dtype = problem.dtype if problem.dt_dtype == "input" else "float32"
+    configs = [_launch_config("chunk_cumsum", Problem(dt_dtype, 0, 0, problem.chunk_size))]
+    prob = Problem(problem.dtype, problem.headdim, problem.dstate, problem.chunk_size,
+                   problem.batch * problem.nheads,
+                   aligned=problem.seqlen % problem.chunk_size == 0 and not problem.uses_seq_idx)
+    walk = None if problem.varlen else _walk_config(prob)
+    if walk is not None:
+        configs.append(walk)
+    else:
+        scan = _launch_config("chunk_scan", prob)
+        if scan.get("HB") == 2 and (problem.nheads // problem.ngroups) % 2:
+            scan = scan.replace(HB=1)     # as _run_scan
+        configs += [_launch_config("chunk_state", prob), scan]
+    if problem.varlen:
+        configs.append(_config("varlen_state", Problem(problem.dtype, problem.headdim, problem.dstate,
+                                                       problem.chunk_size)))
+    return jit_specialization_key(problem) + tuple(configs)

@@ -56,7 +56,7 @@ import types
 import torch
 
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import ALL_OPTIONS, Deviation, KernelInfo, check_call
+from kernels.registry import ALL_OPTIONS, Deviation, KernelInfo, check_call, jit_specialization_key
 
 PACKAGE = "mamba_ssm"
 MODULE = "mamba_ssm.ops.triton.ssd_combined"
@@ -253,6 +253,9 @@ INFO = KernelInfo(
     device="cuda",
     state_dtype="input",
     matmul="tf32-trunc",
+    # Triton specializes on dtypes, constexprs (HAS_D, HAS_Z, HAS_SEQ_IDX, the autotuned tiles keyed by
+    # chunk size, headdim and dstate) and each integer argument's divisibility by 16 or being 1
+    compile_key=jit_specialization_key,
     bitwise_batch_invariant=False,
     deterministic=True,
     deviations=(VARLEN_STATE0,),

@@ -49,7 +49,7 @@ import torch
 
 from kernels.contract import unpack_returns
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import KernelInfo, UnsupportedProblem, check_call
+from kernels.registry import KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 NHEADS_MULTIPLE_OF = 4
@@ -126,6 +126,12 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
     return unpack_returns(out, final_state, None, return_final_states, False)
 
 
+def compile_key(problem) -> tuple:
+    """cuTile's JIT specialization (registry.jit_specialization_key); this adapter always passes d and
+    init_state (zeros when absent), so D and initial_states change no signature."""
+    return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"}))
+
+
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -140,6 +146,7 @@ INFO = KernelInfo(
     device="cuda",
     state_dtype="input",
     matmul="tf32",
+    compile_key=compile_key,
     bitwise_batch_invariant=False,
     deterministic=True,
     notes=("TileGym 1.5.1 mamba2_chunk_forward; dt must be >= 0 (no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "

@@ -1,0 +1,108 @@
+"""The triage battery: a few maximal-coverage problems per implementation, checked first by every property.
+
+A typical kernel bug shows on a problem that exercises everything at once: every declared option,
+heads whose decays span three decades (strong and weak decay side by side), several groups with an
+odd number of heads per group, headdim != dstate, and per dtype two problems that take the two paths
+kernels have: a partial last chunk with sequence boundaries at and one token beside chunk edges
+(packed sequences, varlen states; batch 1), and whole chunks without seq_idx at batch 2 (the unmasked
+fast paths). tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`),
+before any drawn one and on top of the profile's example count, so such a bug fails the first example
+of the first test. The problems of one dtype share their compile class with the draws that reuse
+it (properties/strategies.py), so the battery's compiles are the draws' first compiles too.
+"""
+from __future__ import annotations
+
+from properties.problem import SSDProblem
+
+SLOTS = 6   # explicit examples per test: 2 problems per dtype, at most 3 dtypes
+DTYPE_ORDER = ("float32", "bfloat16", "float16")   # float32 first: the tightest tolerance shows most
+
+
+def _usable_chunks(info, gpu: bool) -> list[int]:
+    return sorted(c for c in info.chunk_sizes if gpu or c <= 64) or sorted(info.chunk_sizes)
+
+
+def _dims(info, gpu: bool) -> tuple[int, int]:
+    """(headdim, dstate), different, within what `info` declares: the benchmark's 64 with 128 on the GPU."""
+    from properties.strategies import CPU_DIMS, GPU_DIM_PAIRS   # noqa: PLC0415 (strategies imports this module)
+    pairs = GPU_DIM_PAIRS if gpu else tuple((p, n) for p in CPU_DIMS for n in CPU_DIMS)
+    ok = [(p, n) for p, n in sorted(set(pairs), key=lambda pn: (abs(pn[0] - (64 if gpu else 8)), pn))
+          if (info.headdims is None or p in info.headdims) and (info.dstates is None or n in info.dstates)]
+    differ = [pn for pn in ok if pn[0] != pn[1]]
+    if differ or ok:
+        return (differ or ok)[0]
+    return min(info.headdims or (16,)), min(info.dstates or (16,))
+
+
+def _heads(info) -> int:
+    """6 heads (2 groups of 3: a kernel pairing heads must not let a pair cross a group), else the
+    first of the GPU draws' head counts the implementation takes (so draws can share its class)."""
+    from properties.strategies import GPU_HEADS   # noqa: PLC0415
+    return next((h for h in (6,) + GPU_HEADS if h % info.nheads_multiple_of == 0), info.nheads_multiple_of)
+
+
+_CACHE: dict = {}   # (id(info), gpu) -> (info, battery): KernelInfo holds dicts, so it is not hashable
+
+
+def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
+    hit = _CACHE.get((id(info), gpu))
+    if hit is not None and hit[0] is info:
+        return hit[1]
+    opts = info.options
+    chunk = 64 if gpu and 64 in info.chunk_sizes else _usable_chunks(info, gpu)[0]
+    headdim, dstate = _dims(info, gpu)
+    nheads = _heads(info)
+    ngroups = 2 if "ngroups" in opts else 1
+    # D of shape (h, p) on the packed problem, (h,) on the whole-chunk one: both forms where declared
+    d_packed = "hp" if "D_headdim" in opts else ("h" if "D" in opts else None)
+    d_whole = "h" if "D" in opts else d_packed
+    out = []
+    for dtype in (d for d in DTYPE_ORDER if d in info.dtypes):
+        common = dict(nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups, chunk_size=chunk,
+                      dtype=dtype, decay=1.0, decay_decades=3.0, dt_mu=0.0, dt_softplus="dt_softplus" in opts,
+                      dt_bias="dt_bias" in opts, dt_limit=(0.05, 1.0) if "dt_limit" in opts else None,
+                      dt_dtype="input" if "dt_input_dtype" in opts and dtype != "float32" else "float32",
+                      z="z" in opts, initial_states="initial_states" in opts,
+                      final_states="final_states" in opts)
+        if not info.seqlen_multiple_of_chunk:
+            # a partial last chunk; sequences start one token before, at and one after chunk edges
+            seqlen = 3 * chunk + 5
+            starts = (chunk - 1, chunk, 2 * chunk + 1) if "seq_idx" in opts else ()
+            out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
+                                  varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed, **common))
+        elif "seq_idx" in opts:
+            out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=(chunk - 1, chunk, 2 * chunk + 1),
+                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **common))
+        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **common))   # whole chunks, no seq_idx
+    if len(out) > SLOTS:
+        raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
+    _CACHE[(id(info), gpu)] = (info, tuple(out))
+    return tuple(out)
+
+
+def battery(info, gpu: bool, dtype: str | None = None) -> tuple[SSDProblem, ...]:
+    """The battery of `info` (GPU or CPU sizes), optionally of one dtype only."""
+    return tuple(p for p in _battery(info, gpu) if dtype is None or p.dtype == dtype)
+
+
+class Slot:
+    """An explicit example's stand-in for Hypothesis's `data`: `check` sees it and takes battery
+    problem `index` of the implementation under test (a slot past the battery's end checks nothing)."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def problem(self, info, gpu: bool, dtype: str | None = None) -> SSDProblem | None:
+        problems = battery(info, gpu, dtype)
+        return problems[self.index] if self.index < len(problems) else None
+
+    def __repr__(self):
+        return f"triage.Slot({self.index})"
+
+
+def examples(test):
+    """Decorate a `@given(data=st.data())` test so the battery runs first, as explicit examples."""
+    from hypothesis import example   # noqa: PLC0415
+    for i in reversed(range(SLOTS)):   # decorators apply bottom-up; Hypothesis runs them top-down
+        test = example(data=Slot(i))(test)
+    return test

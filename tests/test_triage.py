@@ -1,0 +1,104 @@
+"""The triage battery (properties/triage.py): within what each implementation declares and every
+property's domain, and a typical bug fails its first problem in the first test."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.registry import check_supported, lookup
+from properties import invariants, triage
+from properties.problem import SSDProblem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["torch-ref", "cutile", "tilegym", "mamba-ssm"])
+@pytest.mark.parametrize("gpu", [False, True])
+def test_battery_is_within_declared_capabilities(name, gpu):
+    info = lookup(name)
+    problems = triage.battery(info, gpu)
+    assert 0 < len(problems) <= triage.SLOTS
+    assert {p.dtype for p in problems} == set(info.dtypes)   # each dtype
+    for p in problems:
+        check_supported(info, dtype=p.dtype, chunk_size=p.chunk_size, seqlen=p.seqlen, headdim=p.headdim,
+                        dstate=p.dstate, ngroups=p.ngroups, options=p.options(), nheads=p.nheads)
+        assert p.headdim != p.dstate and p.decay_decades >= 3.0
+        assert p.ngroups == (2 if "ngroups" in info.options else 1)
+    # the union covers every declared option, a partial last chunk (where allowed), whole chunks
+    used = set().union(*(p.options() for p in problems))
+    assert used == set(info.options) - ({"dt_input_dtype"} if info.dtypes == ("float32",) else set())
+    assert any(not p.partial_last_chunk and not p.uses_seq_idx for p in problems)
+    if not info.seqlen_multiple_of_chunk:
+        assert any(p.partial_last_chunk for p in problems)
+    if "seq_idx" in info.options:   # sequence starts one before, at and one after a chunk edge
+        starts = next(p.seq_starts for p in problems if p.seq_starts)
+        c = problems[0].chunk_size
+        assert {s % c for s in starts} == {c - 1, 0, 1}
+
+
+@pytest.mark.parametrize("prop", sorted(invariants.PROPERTIES))
+def test_battery_is_in_every_propertys_domain_and_passes_torch_ref(prop):
+    info = lookup("torch-ref")
+    for p in triage.battery(info, gpu=False):
+        r = invariants.PROPERTIES[prop](info, p)
+        assert not r.outside_domain, (prop, p, r.skipped)
+        assert r.skipped or r.passed, r.message()
+
+
+def test_battery_slots_and_dtype_filter():
+    info = lookup("torch-ref")
+    assert triage.Slot(0).problem(info, False) == triage.battery(info, False)[0]
+    assert triage.Slot(triage.SLOTS - 1 + 1).problem(info, False) is None
+    assert {p.dtype for p in triage.battery(info, False, "float16")} == {"float16"}
+    assert len(triage.battery(info.replace(dtypes=("float32",)), False)) == 2
+
+
+def _mutated_torch_ref(mutant):
+    """kernels/torch_ref.py with `mutant` applied, imported as its own module; its KernelInfo."""
+    source = mutant.apply((ROOT / mutant.file).read_text())
+    name = f"_mutant_torch_ref_{mutant.id}"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        exec(compile(source, str(ROOT / mutant.file), "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module.INFO
+
+
+def _kills(info, problem) -> bool:
+    """prop_matches_oracle (the first test of tests/test_properties.py) fails `problem`."""
+    try:
+        return not invariants.prop_matches_oracle(info, problem).passed
+    except Exception:   # a crash is a failing example too
+        return True
+
+
+def test_a_torch_ref_mutant_dies_on_the_first_battery_example():
+    from mutation.catalog import load_catalog
+    first = triage.battery(lookup("torch-ref"), gpu=False)[0]
+    catalog = load_catalog("torch_ref")
+    assert _kills(_mutated_torch_ref(catalog.by_id("causal_mask_strict")), first)
+    assert not _kills(lookup("torch-ref"), first)   # and the unmutated one passes it
+
+
+def test_most_torch_ref_mutants_die_in_the_first_tests_battery():
+    """Measured when written: of the 35 non-equivalent mutants of kernels/torch_ref.py, 26 fail the
+    first example of the first test and 31 one of its 6 battery examples (the others need another
+    property: batch invariance, chunk size invariance, ...)."""
+    from mutation.catalog import load_catalog
+    mutants = [m for m in load_catalog("torch_ref").mutants if m.file == "kernels/torch_ref.py" and not m.equivalent]
+    problems = triage.battery(lookup("torch-ref"), gpu=False)
+    first, anywhere = [], []
+    for m in mutants:
+        info = _mutated_torch_ref(m)
+        first.append(_kills(info, problems[0]))
+        anywhere.append(first[-1] or any(_kills(info, p) for p in problems[1:]))
+    survivors = [m.id for m, k in zip(mutants, anywhere) if not k]
+    print(f"of {len(mutants)} mutants: {sum(first)} fail the first battery example, {sum(anywhere)} one of "
+          f"the first test's battery; survivors: {survivors}")
+    assert sum(first) >= 2 * len(mutants) // 3 and len(survivors) <= len(mutants) // 8, survivors
