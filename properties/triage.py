@@ -18,6 +18,12 @@ SLOTS = 6   # explicit examples per test: 2 problems per dtype, at most 3 dtypes
 DTYPE_ORDER = ("float32", "bfloat16", "float16")   # float32 first: the tightest tolerance shows most
 
 
+def edge_starts(chunk: int) -> tuple[int, ...]:
+    """Sequence starts of the packed battery problem: one token before, at, and one after chunk edges,
+    and a sequence that starts at an edge and ends inside that chunk."""
+    return (chunk - 1, chunk, chunk + chunk // 2, 2 * chunk + 1)
+
+
 def _usable_chunks(info, gpu: bool) -> list[int]:
     return sorted(c for c in info.chunk_sizes if gpu or c <= 64) or sorted(info.chunk_sizes)
 
@@ -65,13 +71,15 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
                       z="z" in opts, initial_states="initial_states" in opts,
                       final_states="final_states" in opts)
         if not info.seqlen_multiple_of_chunk:
-            # a partial last chunk; sequences start one token before, at and one after chunk edges
+            # a partial last chunk; sequences start one token before, at and one after chunk edges, and
+            # one starts at an edge and ends inside that chunk (its varlen state must not take the
+            # state entering the chunk, which belongs to the sequence before)
             seqlen = 3 * chunk + 5
-            starts = (chunk - 1, chunk, 2 * chunk + 1) if "seq_idx" in opts else ()
+            starts = edge_starts(chunk) if "seq_idx" in opts else ()
             out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
                                   varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed, **common))
         elif "seq_idx" in opts:
-            out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=(chunk - 1, chunk, 2 * chunk + 1),
+            out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=edge_starts(chunk),
                                   varlen="varlen_states" in opts, seed=1, D=d_packed, **common))
         out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **common))   # whole chunks, no seq_idx
     if len(out) > SLOTS:
