@@ -130,6 +130,13 @@ def activate(budget: TimeBudget | None) -> None:
     _ACTIVE[0] = budget
 
 
+def _not_failures() -> tuple:
+    """What an example may raise without having failed: our own stops, and Hypothesis's rejection and
+    end-of-data signals (assume()/reject(), a draw past the buffer)."""
+    from hypothesis.errors import StopTest, UnsatisfiedAssumption
+    return (FuzzTimeUp, UnsatisfiedAssumption, StopTest)
+
+
 def wrap_inner_test(test_fn) -> bool:
     """Make the Hypothesis test `test_fn` stop when the active budget's current share expires, or when
     another worker asked to stop (StoppedByFailure).
@@ -138,6 +145,8 @@ def wrap_inner_test(test_fn) -> bool:
     if handle is None or getattr(handle.inner_test, "_ssdcheck_budget", False):
         return handle is not None
     inner = handle.inner_test
+    global _NOT_FAILURES
+    _NOT_FAILURES = _not_failures()
 
     def budgeted(*args, **kwargs):
         if stop_requested():
@@ -149,9 +158,17 @@ def wrap_inner_test(test_fn) -> bool:
             budget.calls += 1
             if budget.watchdog is not None:
                 budget.watchdog.example_started()
-                try:
-                    return inner(*args, **kwargs)
-                finally:
+            try:
+                return inner(*args, **kwargs)
+            except BaseException as e:
+                # Any failure, not only a property result the sink saw (an exception inside the
+                # implementation, an assertion of the test itself), stops the budget from cutting the
+                # test: cut while shrinking, the failure would be dropped and the test pass.
+                if not isinstance(e, _NOT_FAILURES):
+                    budget.failure_seen = True
+                raise
+            finally:
+                if budget.watchdog is not None:
                     budget.watchdog.example_finished()
         return inner(*args, **kwargs)
 

@@ -312,6 +312,35 @@ def test_time_budget_slices_and_never_cuts_a_failure():
     assert not b.expired(now=200.0)
 
 
+def test_a_failure_the_sink_never_saw_is_not_cut_while_it_shrinks():
+    # An exception raised inside the implementation (no property result reaches the sink) used to
+    # leave failure_seen False: the budget then cut the shrink and the failing test passed
+    # (a torch-ref mutant under --ssd-fuzz-seconds 5, found by the time-to-failure runs).
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ssdcheck_plugin import fuzzing
+
+    @settings(database=None, deadline=None, max_examples=50)
+    @given(st.integers(4, 10))
+    def prop(i):
+        raise ValueError("the kernel broke")   # the first example fails; shrinking calls it again
+
+    b = TimeBudget(deadline=0.0)        # expired from the second example on
+    b.start_item(now=0.0)
+    fuzzing.wrap_inner_test(prop)
+    fuzzing.activate(b)
+    try:
+        prop()
+        raised = None
+    except BaseException as e:          # FuzzTimeUp is a KeyboardInterrupt: pytest.raises would miss it
+        raised = e
+    finally:
+        fuzzing.activate(None)
+    assert isinstance(raised, ValueError), f"the failure was dropped: {type(raised).__name__}"
+    assert b.failure_seen
+
+
 def test_time_budget_counts_the_whole_sessions_tests_under_xdist(tmp_path):
     """30 tests on 16 workers sharing one counter: the first 14 get half the time (two waves), the
     15th and 16th all of it, and the 14 queued behind them start at half time with all that is left.
