@@ -40,6 +40,44 @@ OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 MATMULS = ("ieee", "tf32", "tf32-trunc")   # what fp32 matmul operands become; the yardstick models each
 STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_passing", "chunk_scan")
+# Inputs of the contract that have a gradient (keys of a backward's result), in mamba_ssm's order.
+GRAD_INPUTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
+
+
+@dataclass(frozen=True)
+class Backward:
+    """How an implementation differentiates its forward, as data.
+
+    fn: "autograd" (the forward is differentiable: torch.autograd through `KernelInfo.fn`), or a
+    callable `fn(dy, dfinal_states, **forward_kwargs) -> {input name: gradient}` with dy (b,l,h,p)
+    in x.dtype and dfinal_states (b,h,p,n) fp32 or None (no gradient into the final states).
+    grads: the GRAD_INPUTS it returns (an option's input only where the call uses that option).
+    options: the forward options its backward supports (a subset of KernelInfo.options).
+    state_dtype / matmul: its precision, as for the forward: the dtype the states and state gradients
+    are stored in between kernels, and what fp32 matmul operands become; the backward yardstick models both.
+    """
+    fn: Callable | str
+    grads: tuple[str, ...]
+    options: frozenset[str]
+    state_dtype: str = "fp32"
+    matmul: str = "ieee"
+    deterministic: bool = True
+    notes: str = ""
+
+    def check(self, owner: str, forward_options: frozenset[str]) -> None:
+        where = f"KernelInfo({owner!r}).backward"
+        if not (self.fn == "autograd" or callable(self.fn)):
+            raise ValueError(f"{where}.fn: expected 'autograd' or a callable, got {self.fn!r}")
+        odd = set(self.grads) - set(GRAD_INPUTS)
+        if odd or not self.grads:
+            raise ValueError(f"{where}.grads: expected a non-empty subset of {GRAD_INPUTS}, got {self.grads}")
+        extra = set(self.options) - set(forward_options)
+        if extra:
+            raise ValueError(f"{where}.options: {sorted(extra)} are not forward options of {owner!r}")
+        if self.state_dtype not in ("fp32", "input"):
+            raise ValueError(f"{where}.state_dtype: expected fp32 or input, got {self.state_dtype!r}")
+        if self.matmul not in MATMULS:
+            raise ValueError(f"{where}.matmul: expected one of {MATMULS}, got {self.matmul!r}")
 
 
 @dataclass(frozen=True)
@@ -72,6 +110,7 @@ class KernelInfo:
     deterministic: bool = True
     xfails: tuple[XFail, ...] = ()
     notes: str = ""
+    backward: Backward | None = None         # None: forward only (no gradient properties run)
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS
@@ -91,6 +130,11 @@ class KernelInfo:
             raise ValueError(f"KernelInfo({self.name!r}).state_dtype: expected fp32 or input")
         if self.matmul not in MATMULS:
             raise ValueError(f"KernelInfo({self.name!r}).matmul: expected one of {MATMULS}, got {self.matmul!r}")
+        if self.backward is not None:
+            if not isinstance(self.backward, Backward):
+                raise ValueError(f"KernelInfo({self.name!r}).backward: expected a Backward or None, "
+                                 f"got {type(self.backward).__name__}")
+            self.backward.check(self.name, self.options)
 
     def supports(self, option: str) -> bool:
         return option in self.options
