@@ -12,6 +12,7 @@ from oracles.grad_f64 import (autograd_grads, ssd_grads_chunked_f64, ssd_grads_q
 from oracles.recurrence_f64 import ssd_recurrence_f64
 from oracles.quadratic_f64 import ssd_quadratic_f64
 from oracles.chunked_f64 import ssd_chunked_f64
+from oracles.yardstick_bwd import ssd_yardstick_bwd
 from properties.grad_problem import GradProblem
 
 FULL = dict(D="hp", z=True, dt_bias=True, dt_softplus=True, dt_limit=(1e-3, 0.5), initial_states=True)
@@ -95,3 +96,43 @@ def test_varlen_states_have_no_gradient():
     kw, dy, _ = GradProblem(seqlen=8, chunk_size=4, seq_starts=(3,), varlen=True).backward_inputs(varlen_ok=True)
     with pytest.raises(ValueError, match="return_varlen_states"):
         ssd_grads_chunked_f64(kw, dy)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_backward_yardstick_in_f64_is_the_oracle(case):
+    """The written-out chunked backward (oracles/yardstick_bwd.py) run in float64 agrees with autograd
+    through the recurrence to 1e-10: a third derivation, and the proof that the yardstick's algorithm
+    is right, so its working-precision error measures precision alone."""
+    kw, dy, dfinal = CASES[case].backward_inputs()
+    ref = ssd_grads_recurrence_f64(kw, dy, dfinal)
+    got = ssd_yardstick_bwd(dy=dy, dfinal_states=dfinal, precision="f64", **kw)
+    assert set(got) == set(ref)
+    for name in ref:
+        assert _max_rel(got[name], ref[name]) <= 1e-10, (case, name, _max_rel(got[name], ref[name]))
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [("float32", 1e-9, 2e-6), ("bfloat16", 1e-4, 3e-2)])
+def test_backward_yardstick_error_is_its_dtypes(dtype, lo, hi):
+    """In working precision the yardstick misses by what its dtype rounds (neither exact nor broken),
+    and the state dtype is modelled: stored in bf16, the state gradients move the decay gradients."""
+    kw, dy, dfinal = CASES["all-options-seq_idx"].replace(dtype=dtype).backward_inputs()
+    ref = ssd_grads_chunked_f64(kw, dy, dfinal)
+    errs = {}
+    for sd in ("fp32", "input"):
+        got = ssd_yardstick_bwd(dy=dy, dfinal_states=dfinal, state_dtype=sd, **kw)
+        errs[sd] = {k: _max_rel(got[k].double(), ref[k]) for k in ref}
+        assert all(lo <= e <= hi for e in errs[sd].values()), (sd, errs[sd])
+        assert got["x"].dtype == kw["x"].dtype and got["A"].dtype == torch.float32
+    if dtype == "bfloat16":
+        # the chunk-end decay gradient reads the stored state gradient: dA and dt see it
+        assert errs["input"]["A"] != errs["fp32"]["A"] and errs["input"]["dt"] != errs["fp32"]["dt"], errs
+
+
+def test_backward_yardstick_rejects_bad_arguments():
+    kw, dy, dfinal = CASES["short-one-chunk"].backward_inputs()
+    with pytest.raises(ValueError, match="dy: expected shape"):
+        ssd_yardstick_bwd(dy=dy[:, :1], **kw)
+    with pytest.raises(ValueError, match="state_dtype"):
+        ssd_yardstick_bwd(dy=dy, state_dtype="bf16", **kw)
+    with pytest.raises(ValueError, match="precision"):
+        ssd_yardstick_bwd(dy=dy, precision="fp64", **kw)
