@@ -90,14 +90,16 @@ def _steps(dt, dt_bias, dt_softplus, dt_limit, work):
 
 def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None, z=None, dt_bias=None,
                       initial_states=None, seq_idx=None, dt_softplus=False, dt_limit=(0.0, math.inf), *,
-                      state_dtype="fp32", matmul="ieee", precision="working", **ignored):
+                      state_dtype="fp32", matmul="ieee", precision="working", term_scales=None, **ignored):
     """Gradients of <dy, out> + <dfinal_states, final_states> for mamba_chunk_scan_combined's inputs.
 
     x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n), dy (b,l,h,p), dfinal_states (b,h,p,n) or None,
     D (h) or (h,p), z (b,l,h,p), dt_bias (h), initial_states (b,h,p,n), seq_idx (b,l).
     state_dtype "fp32" | "input", matmul "ieee" | "tf32" | "tf32-trunc", precision "working" | "f64".
     `ignored` takes the forward's other keywords (return_final_states, ...), which change nothing here.
-    Returns {input name: gradient} for x, dt, A, B, C and each optional input given.
+    Returns {input name: gradient} for x, dt, A, B, C and each optional input given. `term_scales`, a
+    dict, receives for the gradients summed over tokens (A, D, dt_bias) the sum of their terms'
+    magnitudes: the scale their rounding errors have, however much the sum cancels.
     """
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, dt_limit=dt_limit)
@@ -161,7 +163,7 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     scores = cb * decay * dtc[..., None, :]
 
     # -- the output gate and D (dy becomes the gradient of the pre-gate output y, in x.dtype)
-    grads = {}
+    grads, scales = {}, {}
     dout = dy.to(W)
     if z is not None:
         # the pre-gate output, as the forward saves it (mamba_ssm keeps it in x.dtype)
@@ -179,6 +181,7 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     if D is not None:
         prod = dout * x.to(W)
         grads["D"] = prod.sum(dim=(0, 1)) if D.dim() == 2 else prod.sum(dim=(0, 1, 3))
+        scales["D"] = prod.abs().sum(dim=(0, 1)) if D.dim() == 2 else prod.abs().sum(dim=(0, 1, 3))
         dx_skip = dout * (D.to(W) if D.dim() == 2 else D.to(W)[:, None])
     dys = _tokens(dout, L, W)                                        # (b,c,h,L,p)
 
@@ -198,12 +201,14 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     # -- intra-chunk term y_i += sum_j (C_i.B_j) decay_ij dt_j x_j
     dyx = P.mm(dys, xs.transpose(-1, -2))                            # dy_i . x_j
     d_cb = dyx * decay * dtc[..., None, :]
-    dx_c = P.mm(scores.transpose(-1, -2), dys)                       # (b,c,h,S,p)
+    # dx and ddt as mamba_ssm's _chunk_scan_chunk_state_bwd_dx and TileGym's dxtd: one matmul whose
+    # operand is the decayed C.B tile in the input dtype, then scaled by dt_j (dx) or dotted with x_j (ddt)
+    dx_pre = P.mm((cb * decay).transpose(-1, -2), dys)               # (b,c,h,S,p): sum_i cb_ij decay_ij dy_i
+    dx_c = dx_pre * dtc[..., None]
+    ddt_c = (dx_pre * xs).sum(dim=-1)
     dC_c = P.mm(d_cb, Bs)
     dB_c = P.mm(d_cb.transpose(-1, -2), Cs)
-    u = dyx * cb * decay                                             # d out / d dt_j, per (i, j)
-    ddt_c = u.sum(dim=-2)
-    t_ij = u * dtc[..., None, :]                                     # d out / d (acs_i - acs_j)
+    t_ij = dyx * scores                                              # d out / d (acs_i - acs_j)
     dacs = t_ij.sum(dim=-1) - t_ij.sum(dim=-2)
 
     # -- the state entering the chunk, read by every token: y_i += into_i C_i . h_in
@@ -225,9 +230,11 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     d_a = torch.flip(_fp32_cumsum(torch.flip(dacs, dims=(-1,))), dims=(-1,))   # reverse cumsum
     ddt_c = ddt_c + d_a * A.to(W)[:, None]
     grads["A"] = (d_a * dtc).sum(dim=(0, 1, 3))
+    scales["A"] = (d_a * dtc).abs().sum(dim=(0, 1, 3))
     ddt = _untokens(ddt_c[..., None], l)[..., 0] * slope             # (b,l,h)
     if dt_bias is not None:
         grads["dt_bias"] = ddt.sum(dim=(0, 1))
+        scales["dt_bias"] = ddt.abs().sum(dim=(0, 1))
     grads["dt"] = ddt
     dx = _untokens(dx_c, l)
     if D is not None:
@@ -239,4 +246,6 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     if not P.exact:
         inputs = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states)
         grads = {k: v.to(inputs[k].dtype) for k, v in grads.items()}
+    if term_scales is not None:
+        term_scales.update(scales)
     return grads

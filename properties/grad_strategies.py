@@ -1,0 +1,29 @@
+"""Hypothesis strategies for backward problems: a forward problem the backward supports, plus a dy regime.
+
+`grad_problems(info)` draws the forward part with `ssd_problems` restricted to the options the
+declared backward supports (never varlen states: they have no gradient), then the dy regime: its
+scale (1, or 1e-3 / 1e2: small and large gradients, inside float16's range at every size drawn), tokens
+where dy is 0, and d final_states on or off.
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from properties.grad_problem import GradProblem
+from properties.strategies import ssd_problems
+
+PINNED: GradProblem | None = None   # set by conftest's --ssd-grad-problem: every draw returns it
+GPU_MAX_SEQLEN = 2048               # the closed forms and oracles keep O(seqlen^2) blocks per head
+
+
+@st.composite
+def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None):
+    if PINNED is not None:
+        return PINNED
+    if info.backward is None:
+        raise ValueError(f"info: {info.name} declares no backward (KernelInfo.backward is None)")
+    fwd_info = info.replace(options=info.backward.options - {"varlen_states"})
+    base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
+    dfinal = base.final_states and draw(st.booleans())
+    return GradProblem.of(base, dy_scale=draw(st.sampled_from([1.0, 1.0, 1e-3, 1e2])),
+                          dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal)
