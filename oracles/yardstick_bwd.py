@@ -98,8 +98,9 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     state_dtype "fp32" | "input", matmul "ieee" | "tf32" | "tf32-trunc", precision "working" | "f64".
     `ignored` takes the forward's other keywords (return_final_states, ...), which change nothing here.
     Returns {input name: gradient} for x, dt, A, B, C and each optional input given. `term_scales`, a
-    dict, receives for the gradients summed over tokens (A, D, dt_bias) the sum of their terms'
-    magnitudes: the scale their rounding errors have, however much the sum cancels.
+    dict, receives for the gradients that are sums over tokens (A, D, dt_bias, and dt through the
+    chunk's cumsum) the root of the sum of their squared terms: the scale their rounding errors have,
+    however much the sum cancels.
     """
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, dt_limit=dt_limit)
@@ -181,7 +182,8 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     if D is not None:
         prod = dout * x.to(W)
         grads["D"] = prod.sum(dim=(0, 1)) if D.dim() == 2 else prod.sum(dim=(0, 1, 3))
-        scales["D"] = prod.abs().sum(dim=(0, 1)) if D.dim() == 2 else prod.abs().sum(dim=(0, 1, 3))
+        sq = prod ** 2
+        scales["D"] = (sq.sum(dim=(0, 1)) if D.dim() == 2 else sq.sum(dim=(0, 1, 3))).sqrt()
         dx_skip = dout * (D.to(W) if D.dim() == 2 else D.to(W)[:, None])
     dys = _tokens(dout, L, W)                                        # (b,c,h,L,p)
 
@@ -227,15 +229,27 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     dacs[..., -1] = dacs[..., -1] + dq_q.sum(dim=-1) + d_carry * carry
 
     # -- back through the cumsum and dt*A
-    d_a = torch.flip(_fp32_cumsum(torch.flip(dacs, dims=(-1,))), dims=(-1,))   # reverse cumsum
+    revsum = lambda t: torch.flip(_fp32_cumsum(torch.flip(t, dims=(-1,))), dims=(-1,))  # noqa: E731
+    d_a = revsum(dacs)
     ddt_c = ddt_c + d_a * A.to(W)[:, None]
     grads["A"] = (d_a * dtc).sum(dim=(0, 1, 3))
-    scales["A"] = (d_a * dtc).abs().sum(dim=(0, 1, 3))
     ddt = _untokens(ddt_c[..., None], l)[..., 0] * slope             # (b,l,h)
     if dt_bias is not None:
         grads["dt_bias"] = ddt.sum(dim=(0, 1))
-        scales["dt_bias"] = ddt.abs().sum(dim=(0, 1))
     grads["dt"] = ddt
+    if term_scales is not None:
+        # The scale of the rounding errors of every gradient that is a sum over tokens: dA, ddt_bias, dD,
+        # and ddt through d(dt*A)_k, the cumsum gradient of the rest of its chunk. Each term carries a
+        # rounding error of its own size, and independent errors add up like a random walk: the root of
+        # the sum of the squared terms, whatever the sum itself cancels to.
+        dacs_abs = t_ij.abs().sum(dim=-1) + t_ij.abs().sum(dim=-2) + (dC_in * Cs).abs().sum(dim=-1) + dq_q.abs()
+        dacs_abs[..., -1] = dacs_abs[..., -1] + dq_q.abs().sum(dim=-1) + (d_carry * carry).abs()
+        d_a_rms = revsum(dacs_abs ** 2).sqrt()
+        ddt_scale_c = (dx_pre * xs).abs().sum(dim=-1) + (dq * own_w).abs() + d_a_rms * A.to(W).abs()[:, None]
+        ddt_scale = _untokens(ddt_scale_c[..., None], l)[..., 0] * slope
+        scales.update(dt=ddt_scale, A=((d_a_rms * dtc) ** 2).sum(dim=(0, 1, 3)).sqrt())
+        if dt_bias is not None:
+            scales["dt_bias"] = (ddt_scale ** 2).sum(dim=(0, 1)).sqrt()
     dx = _untokens(dx_c, l)
     if D is not None:
         dx = dx + dx_skip

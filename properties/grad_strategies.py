@@ -2,7 +2,8 @@
 
 `grad_problems(info)` draws the forward part with `ssd_problems` restricted to the options the
 declared backward supports (never varlen states: they have no gradient), then the dy regime: its
-scale (1, or 1e-3 / 1e2: small and large gradients, inside float16's range at every size drawn), tokens
+scale (1, or 1e-2 / 1e2: small and large gradients, inside float16's normal range at the sizes drawn:
+at 1e-3 fp16 gradients of a seqlen-1 problem reach its subnormals, 2e-5, and lose digits), tokens
 where dy is 0, and d final_states on or off.
 """
 from __future__ import annotations
@@ -25,5 +26,5 @@ def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     fwd_info = info.replace(options=info.backward.options - {"varlen_states"})
     base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
     dfinal = base.final_states and draw(st.booleans())
-    return GradProblem.of(base, dy_scale=draw(st.sampled_from([1.0, 1.0, 1e-3, 1e2])),
+    return GradProblem.of(base, dy_scale=draw(st.sampled_from([1.0, 1.0, 1e-2, 1e2])),
                           dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal)

@@ -56,7 +56,7 @@ def _missing(info, got: dict, kw: dict, dtype: str) -> list:
 
 def _compare_grads(got: dict, ref: dict, dtype: str, names, scales: dict | None = None) -> list:
     """Per-gradient comparisons by the policy's bounds; the summed gradients (dA, dD, ddt_bias) against
-    `scales`, the sum of their terms' magnitudes, where given (see _compare_sum)."""
+    `scales`, the root of the sum of their squared terms, where given (see _compare_sum)."""
     out = []
     for k in names:
         if k not in got or k not in ref:
@@ -72,7 +72,7 @@ def _compare_sum(output: str, actual: torch.Tensor, expected: torch.Tensor, scal
                  dtype: str) -> Comparison:
     """A gradient summed over every token against another computation of it. Its rounding errors are
     those of its terms, whatever the sum cancels to (dA of a strongly decaying head: terms of 1e1 summing
-    to 1e-1), so the bounds are taken relative to `scale`, the sum of the terms' magnitudes:
+    to 1e-1), so the bounds are taken relative to `scale`, the root of the sum of its squared terms:
     |a - e| <= rtol * scale elementwise and ||a - e|| <= normwise * ||scale||."""
     tol = load_policy().tol(dtype, output)
     a, e = actual.detach().double().cpu(), expected.detach().double().cpu()
@@ -86,15 +86,15 @@ def _compare_sum(output: str, actual: torch.Tensor, expected: torch.Tensor, scal
     normwise = float(diff.norm()) / snorm if snorm > 0 else (0.0 if float(diff.norm()) == 0 else math.inf)
     why = []
     if bad.any():
-        why.append(f"{int(bad.sum())} elements over rtol * (sum of the terms' magnitudes)")
+        why.append(f"{int(bad.sum())} elements over rtol * (root sum of squares of the terms)")
     if not normwise <= tol.normwise:
-        why.append(f"normwise {normwise:.3g} (relative to the terms' magnitudes) > {tol.normwise:.3g}")
+        why.append(f"normwise {normwise:.3g} (relative to the terms' root sum of squares) > {tol.normwise:.3g}")
     return Comparison(output, not why, float(diff.reshape(-1)[flat]) if diff.numel() else 0.0, where, normwise,
                       int(bad.sum()), e.numel(), tol, why=why)
 
 
 def term_scales(info, kw: dict, dy: torch.Tensor, dfinal: torch.Tensor | None) -> dict:
-    """The sum of the terms' magnitudes of each summed gradient (dA, dD, ddt_bias) of this call, from the
+    """The root sum of squares of the terms of each summed gradient (dA, dD, ddt_bias, ddt) of this call, from the
     backward yardstick: the scale a self-comparison measures those gradients against."""
     scales = {}
     with phase("reference"):
@@ -130,8 +130,9 @@ def prop_grad_matches_oracle(info, problem: GradProblem) -> PropertyResult:
     span = decay_span(kw, problem.chunk_size)
     names = expected_grads(info, kw)
     comps = _missing(info, got, kw, problem.dtype)
-    # dA, dD, ddt_bias sum over every token: their rounding floor is taken at the sum of the terms'
-    # magnitudes (a sum that cancels keeps its terms' rounding errors, not its own size's)
+    # dA, dD, ddt_bias sum over every token, and ddt over the rest of its chunk (through the cumsum of
+    # dt*A): their rounding floor is taken at the root of the sum of its squared terms (a sum that cancels keeps
+    # its terms' rounding errors, not its own size's)
     comps += [compare(grad_name(k), got[k], ref[k], dtype=problem.dtype, yardstick=yard[k], decay_span=span,
                       floor_at=scales.get(k)) for k in names if k in got]
     return _result(prop, info, problem, comps)

@@ -68,7 +68,7 @@ def rounding_floor(ref: torch.Tensor, dtype: torch.dtype, decay_span: float = 0.
 
 def unit_floor(at: torch.Tensor, dtype: torch.dtype, decay_span: float = 0.0) -> float:
     """rounding_floor's deterministic twin, for a reference whose own size is not its error's scale (a
-    gradient summed over tokens: `at` is the sum of its terms' magnitudes): twice one unit roundoff of
+    gradient summed over tokens: `at` is the root of the sum of its squared terms): twice one unit roundoff of
     `dtype` at max|at|, plus the same fp32 allowances. rounding_floor measures the rounding of the
     reference's own elements, which for a handful of elements (dA has one per head) can be 0 by luck."""
     if not at.numel():
@@ -130,7 +130,7 @@ def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype:
     and widens the normwise bound to k times its normwise error. `conditioning`: such a result used only
     to widen the normwise bound (a stage whose upstream differs from the yardstick's, so no budget).
     `floor_at`: the magnitude the budget's rounding floor is taken at (`unit_floor`), when it is not the
-    reference's own (a gradient summed over tokens: the sum of its terms' magnitudes, which cancellation hides)."""
+    reference's own (a gradient summed over tokens: the root of the sum of its squared terms, which cancellation hides)."""
     with phase("compare"):
         return _compare(output, actual, expected, dtype=dtype, yardstick=yardstick, tol=tol, bitwise=bitwise,
                         decay_span=decay_span, conditioning=conditioning, floor_at=floor_at)
