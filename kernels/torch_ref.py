@@ -187,8 +187,8 @@ INFO = KernelInfo(
     stages={"chunk_cumsum": chunk_cumsum, "chunk_state": chunk_state,
             "state_passing": state_passing, "chunk_scan": chunk_scan},
     notes="plain PyTorch reference in working precision; CPU CI's implementation under test",
-    # autograd through the forward: matmul operands (and so their gradients) rounded to the input dtype,
-    # states and their gradients fp32
+    # autograd through the forward: matmul operands, and so their gradients, are rounded to the input
+    # dtype; the state entering each chunk is such an operand, so its gradient is too: state_dtype "input"
     backward=Backward(fn="autograd", grads=("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states"),
-                      options=ALL_OPTIONS - {"varlen_states"}, state_dtype="fp32", matmul="ieee", deterministic=True),
+                      options=ALL_OPTIONS - {"varlen_states"}, state_dtype="input", matmul="ieee", deterministic=True),
 )

@@ -188,7 +188,11 @@ def ssd_yardstick_bwd(x, dt, A, B, C, chunk_size, dy, dfinal_states=None, D=None
     dys = _tokens(dout, L, W)                                        # (b,c,h,L,p)
 
     # -- the reverse scan: gradient of the state entering each chunk
-    from_y = P.mm(dys.transpose(-1, -2), Cs * into[..., None])      # (b,c,h,p,n)
+    # each chunk's share of the state gradient, from its tokens' outputs; stored in the state dtype
+    # (autograd through a forward that rounds the state operand to x.dtype rounds its gradient too;
+    # mamba_ssm and TileGym keep this share in fp32 and round the sum, so for them it is one rounding
+    # more per chunk than they make)
+    from_y = P.store(P.mm(dys.transpose(-1, -2), Cs * into[..., None]))   # (b,c,h,p,n)
     G = x.new_zeros(b, h, p, n, dtype=W) if dfinal_states is None else dfinal_states.to(W)
     d_own, d_carry = [None] * nchunks, [None] * nchunks
     for c in reversed(range(nchunks)):

@@ -26,5 +26,8 @@ def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     fwd_info = info.replace(options=info.backward.options - {"varlen_states"})
     base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
     dfinal = base.final_states and draw(st.booleans())
-    return GradProblem.of(base, dy_scale=draw(st.sampled_from([1.0, 1.0, 1e-2, 1e2])),
+    # float16 has no room for 1e2: a dt gradient of 1e2 * |A| * (a chunk's terms) passes 65504 (and inf
+    # is then the right float16 answer, not a bug)
+    scales = [1.0, 1.0, 1e-2] + ([] if base.dtype == "float16" else [1e2])
+    return GradProblem.of(base, dy_scale=draw(st.sampled_from(scales)),
                           dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal)
