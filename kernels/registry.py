@@ -52,7 +52,8 @@ class Backward:
     callable `fn(dy, dfinal_states, **forward_kwargs) -> {input name: gradient}` with dy (b,l,h,p)
     in x.dtype and dfinal_states (b,h,p,n) fp32 or None (no gradient into the final states).
     grads: the GRAD_INPUTS it returns (an option's input only where the call uses that option).
-    options: the forward options its backward supports (a subset of KernelInfo.options).
+    options: the forward options its backward supports; what a backward problem may use is these and
+    KernelInfo.options both (`backward_options`), so narrowing a KernelInfo's options narrows its backward's.
     state_dtype / matmul: its precision, as for the forward: the dtype the states and state gradients
     are stored in between kernels, and what fp32 matmul operands become; the backward yardstick models both.
     """
@@ -71,9 +72,9 @@ class Backward:
         odd = set(self.grads) - set(GRAD_INPUTS)
         if odd or not self.grads:
             raise ValueError(f"{where}.grads: expected a non-empty subset of {GRAD_INPUTS}, got {self.grads}")
-        extra = set(self.options) - set(forward_options)
-        if extra:
-            raise ValueError(f"{where}.options: {sorted(extra)} are not forward options of {owner!r}")
+        unknown = set(self.options) - ALL_OPTIONS
+        if unknown:
+            raise ValueError(f"{where}.options: unknown {sorted(unknown)}; known: {sorted(ALL_OPTIONS)}")
         if self.state_dtype not in ("fp32", "input"):
             raise ValueError(f"{where}.state_dtype: expected fp32 or input, got {self.state_dtype!r}")
         if self.matmul not in MATMULS:
@@ -138,6 +139,10 @@ class KernelInfo:
 
     def supports(self, option: str) -> bool:
         return option in self.options
+
+    def backward_options(self) -> frozenset[str]:
+        """The options a backward problem may use: declared by both the forward and its backward."""
+        return frozenset() if self.backward is None else self.backward.options & self.options
 
     def replace(self, **changes) -> "KernelInfo":
         return dataclasses.replace(self, **changes)

@@ -23,7 +23,7 @@ def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
         return PINNED
     if info.backward is None:
         raise ValueError(f"info: {info.name} declares no backward (KernelInfo.backward is None)")
-    fwd_info = info.replace(options=info.backward.options - {"varlen_states"})
+    fwd_info = info.replace(options=info.backward_options() - {"varlen_states"})
     base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
     dfinal = base.final_states and draw(st.booleans())
     # float16 has no room for 1e2: a dt gradient of 1e2 * |A| * (a chunk's terms) passes 65504 (and inf

@@ -110,7 +110,7 @@ def _needs_backward(prop: str, info, problem) -> PropertyResult | None:
 
 
 def _supports(info, *options) -> bool:
-    return all(o in info.backward.options for o in options)
+    return all(o in info.backward_options() for o in options)
 
 
 # ---------------------------------------------------------------- agreement with the oracle
