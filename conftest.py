@@ -38,6 +38,8 @@ def pytest_addoption(parser):
                     help="implementation under test: a registered name or package.module:function (repeatable)")
     group.addoption("--ssd-problem", default=None,
                     help="re-run exactly this problem: the SSDProblem(...) text a failure printed")
+    group.addoption("--ssd-grad-problem", default=None,
+                    help="re-run exactly this backward problem: the GradProblem(...) text a failure printed")
 
 
 def _profile_name(config) -> str:
@@ -55,6 +57,11 @@ def pytest_configure(config):
         from properties.problem import parse_problem
         from properties import strategies
         strategies.PINNED = parse_problem(problem)
+    grad_problem = config.getoption("ssd_grad_problem")
+    if grad_problem:
+        from properties.grad_problem import parse_grad_problem
+        from properties import grad_strategies
+        grad_strategies.PINNED = parse_grad_problem(grad_problem)
 
 
 def impl_names(config) -> list[str]:

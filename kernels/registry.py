@@ -46,6 +46,45 @@ OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 MATMULS = ("ieee", "tf32", "tf32-trunc")   # what fp32 matmul operands become; the yardstick models each
 STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_passing", "chunk_scan")
+# Inputs of the contract that have a gradient (keys of a backward's result), in mamba_ssm's order.
+GRAD_INPUTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
+
+
+@dataclass(frozen=True)
+class Backward:
+    """How an implementation differentiates its forward, as data.
+
+    fn: "autograd" (the forward is differentiable: torch.autograd through `KernelInfo.fn`), or a
+    callable `fn(dy, dfinal_states, **forward_kwargs) -> {input name: gradient}` with dy (b,l,h,p)
+    in x.dtype and dfinal_states (b,h,p,n) fp32 or None (no gradient into the final states).
+    grads: the GRAD_INPUTS it returns (an option's input only where the call uses that option).
+    options: the forward options its backward supports; what a backward problem may use is these and
+    KernelInfo.options both (`backward_options`), so narrowing a KernelInfo's options narrows its backward's.
+    state_dtype / matmul: its precision, as for the forward: the dtype the states and state gradients
+    are stored in between kernels, and what fp32 matmul operands become; the backward yardstick models both.
+    """
+    fn: Callable | str
+    grads: tuple[str, ...]
+    options: frozenset[str]
+    state_dtype: str = "fp32"
+    matmul: str = "ieee"
+    deterministic: bool = True
+    notes: str = ""
+
+    def check(self, owner: str, forward_options: frozenset[str]) -> None:
+        where = f"KernelInfo({owner!r}).backward"
+        if not (self.fn == "autograd" or callable(self.fn)):
+            raise ValueError(f"{where}.fn: expected 'autograd' or a callable, got {self.fn!r}")
+        odd = set(self.grads) - set(GRAD_INPUTS)
+        if odd or not self.grads:
+            raise ValueError(f"{where}.grads: expected a non-empty subset of {GRAD_INPUTS}, got {self.grads}")
+        unknown = set(self.options) - ALL_OPTIONS
+        if unknown:
+            raise ValueError(f"{where}.options: unknown {sorted(unknown)}; known: {sorted(ALL_OPTIONS)}")
+        if self.state_dtype not in ("fp32", "input"):
+            raise ValueError(f"{where}.state_dtype: expected fp32 or input, got {self.state_dtype!r}")
+        if self.matmul not in MATMULS:
+            raise ValueError(f"{where}.matmul: expected one of {MATMULS}, got {self.matmul!r}")
 
 
 @dataclass(frozen=True)
@@ -110,6 +149,7 @@ class KernelInfo:
     # kernel, so strategies draw mostly within the keys of a few problems (properties/strategies.py).
     # None: compiling costs nothing worth counting (torch-ref), draws are left as they are.
     compile_key: Callable | None = None
+    backward: Backward | None = None         # None: forward only (no gradient properties run)
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS
@@ -131,9 +171,18 @@ class KernelInfo:
             raise ValueError(f"KernelInfo({self.name!r}).matmul: expected one of {MATMULS}, got {self.matmul!r}")
         if not all(isinstance(d, Deviation) for d in self.deviations):
             raise ValueError(f"KernelInfo({self.name!r}).deviations: expected a tuple of Deviation")
+        if self.backward is not None:
+            if not isinstance(self.backward, Backward):
+                raise ValueError(f"KernelInfo({self.name!r}).backward: expected a Backward or None, "
+                                 f"got {type(self.backward).__name__}")
+            self.backward.check(self.name, self.options)
 
     def supports(self, option: str) -> bool:
         return option in self.options
+
+    def backward_options(self) -> frozenset[str]:
+        """The options a backward problem may use: declared by both the forward and its backward."""
+        return frozenset() if self.backward is None else self.backward.options & self.options
 
     def replace(self, **changes) -> "KernelInfo":
         return dataclasses.replace(self, **changes)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.contract import unpack_returns
-from kernels.registry import KernelInfo, check_call
+from kernels.registry import ALL_OPTIONS, Backward, KernelInfo, check_call
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor, spec: str, dtype: torch.dtype) -> torch.Tensor:
@@ -192,4 +192,8 @@ INFO = KernelInfo(
     stages={"chunk_cumsum": chunk_cumsum, "chunk_state": chunk_state,
             "state_passing": state_passing, "chunk_scan": chunk_scan},
     notes="plain PyTorch reference in working precision; CPU CI's implementation under test",
+    # autograd through the forward: matmul operands, and so their gradients, are rounded to the input
+    # dtype; the state entering each chunk is such an operand, so its gradient is too: state_dtype "input"
+    backward=Backward(fn="autograd", grads=("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states"),
+                      options=ALL_OPTIONS - {"varlen_states"}, state_dtype="input", matmul="ieee", deterministic=True),
 )

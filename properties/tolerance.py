@@ -66,6 +66,18 @@ def rounding_floor(ref: torch.Tensor, dtype: torch.dtype, decay_span: float = 0.
     return one_rounding + (pol.acc_floor + pol.decay_floor * decay_span) * 2.0 ** -24 * float(ref.abs().max())
 
 
+def unit_floor(at: torch.Tensor, dtype: torch.dtype, decay_span: float = 0.0) -> float:
+    """rounding_floor's deterministic twin, for a reference whose own size is not its error's scale (a
+    gradient summed over tokens: `at` is the root of the sum of its squared terms): twice one unit roundoff of
+    `dtype` at max|at|, plus the same fp32 allowances. rounding_floor measures the rounding of the
+    reference's own elements, which for a handful of elements (dA has one per head) can be 0 by luck."""
+    if not at.numel():
+        return 0.0
+    top = float(at.abs().max())
+    pol = load_policy()
+    return 2.0 * torch.finfo(dtype).eps / 2 * top + (pol.acc_floor + pol.decay_floor * decay_span) * 2.0 ** -24 * top
+
+
 @dataclass
 class Comparison:
     output: str
@@ -112,18 +124,21 @@ class Comparison:
 
 def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
             yardstick: torch.Tensor | None = None, tol: Tol | None = None,
-            bitwise: bool = False, decay_span: float = 0.0, conditioning: torch.Tensor | None = None) -> Comparison:
+            bitwise: bool = False, decay_span: float = 0.0, conditioning: torch.Tensor | None = None,
+            floor_at: torch.Tensor | None = None) -> Comparison:
     """`yardstick`: the same problem in the implementation's declared precision; sets the max-abs budget
     and widens the normwise bound to k times its normwise error. `conditioning`: such a result used only
-    to widen the normwise bound (a stage whose upstream differs from the yardstick's, so no budget)."""
+    to widen the normwise bound (a stage whose upstream differs from the yardstick's, so no budget).
+    `floor_at`: the magnitude the budget's rounding floor is taken at (`unit_floor`), when it is not the
+    reference's own (a gradient summed over tokens: the root of the sum of its squared terms, which cancellation hides)."""
     with phase("compare"):
         return _compare(output, actual, expected, dtype=dtype, yardstick=yardstick, tol=tol, bitwise=bitwise,
-                        decay_span=decay_span, conditioning=conditioning)
+                        decay_span=decay_span, conditioning=conditioning, floor_at=floor_at)
 
 
 def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
              yardstick: torch.Tensor | None, tol: Tol | None, bitwise: bool, decay_span: float,
-             conditioning: torch.Tensor | None = None) -> Comparison:
+             conditioning: torch.Tensor | None = None, floor_at: torch.Tensor | None = None) -> Comparison:
     """Compare `actual` with `expected` (any dtypes; measured in float64 on their device when they
     share one, else on the CPU: at GPU sizes a dozen float64 passes over 30M elements take seconds
     on one CPU thread)."""
@@ -152,7 +167,9 @@ def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype
     limit = tol.normwise
     if yardstick is not None and not bitwise:
         err_y = float((yardstick.detach().to(dev, torch.float64) - e).abs().max())
-        budget = load_policy().k * err_y + rounding_floor(e, DTYPES[dtype], decay_span)
+        floor = (rounding_floor(e, DTYPES[dtype], decay_span) if floor_at is None
+                 else unit_floor(floor_at.detach().to(dev, torch.float64), DTYPES[dtype], decay_span))
+        budget = load_policy().k * err_y + floor
         conditioning = yardstick if conditioning is None else conditioning
     if conditioning is not None and not bitwise and enorm > 0:
         # The fixed normwise bound assumes a well-conditioned problem. When the same-precision

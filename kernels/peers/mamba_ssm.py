@@ -40,6 +40,13 @@ calls: `_chunk_cumsum_fwd` and `_chunk_state_fwd` as they are; `_state_passing_f
 flattened to (p*n) and the chunk-end cumsum, as ssd_combined.py l.379-382 calls it; chunk_scan =
 `_bmm_chunk_fwd(C, B, output_dtype=fp32)` then `_chunk_scan_fwd` (l.385-386).
 
+Backward: autograd. `MambaChunkScanCombinedFn.backward` (ssd_combined.py l.616) runs
+`_mamba_chunk_scan_combined_bwd` (l.396): dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial_states, and
+asserts return_varlen_states off (l.618). Precision: the states and state gradients that feed its
+matmuls are stored in x.dtype (`dstates_dtype=x.dtype, states_dtype=x.dtype`, l.465-466), CB and dCB
+fp32, tl.dot as in the forward ("tf32-trunc" for fp32). Not deterministic: dA, ddt_bias (ssd_chunk_state.py
+l.167, l.174) and the dB/dC/ddA partial sums take `tl.atomic_add` unless MAMBA_DETERMINISTIC is set.
+
 Autotune: Triton autotunes each kernel per key on first use (about 40 configs per chunk size and
 dstate). MAMBA_DETERMINISTIC=1, read when the module is first imported, makes mamba_ssm keep only
 its cheapest config (utils/determinism.py `autotune_configs`): correctness runs set it, timings must not.
@@ -56,7 +63,7 @@ import types
 import torch
 
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import ALL_OPTIONS, Deviation, KernelInfo, check_call, jit_specialization_key
+from kernels.registry import ALL_OPTIONS, Backward, Deviation, KernelInfo, check_call, jit_specialization_key
 
 PACKAGE = "mamba_ssm"
 MODULE = "mamba_ssm.ops.triton.ssd_combined"
@@ -261,6 +268,10 @@ INFO = KernelInfo(
     deviations=(VARLEN_STATE0,),
     notes=("mamba_ssm 2.3.2.post1 Triton mamba_chunk_scan_combined, loaded without its package __init__; "
            "chunk states fp32, states entering chunks in C.dtype, final states fp32; truncating TF32 tl.dot for fp32"),
+    backward=Backward(
+        fn="autograd", grads=("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states"),
+        options=ALL_OPTIONS - {"varlen_states"}, state_dtype="input", matmul="tf32-trunc", deterministic=False,
+        notes="MambaChunkScanCombinedFn.backward (Triton); states and state gradients in x.dtype; tl.atomic_add sums"),
 )
 
 __all__ = ["INFO", "STAGES", "VARLEN_STATE0", "mamba_ssm_forward", "load_ssd_combined", "find_package_dir", "register_stub_package",

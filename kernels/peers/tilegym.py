@@ -40,6 +40,19 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 * deterministic: no atomics in the forward kernels; configs are cached per shape (`_tuning_key`).
   Not declared bitwise batch-invariant: the autotuned config depends on every tensor shape.
 
+Backward: `mamba2_chunk_backward(x, a, b, c, d, dt, init_state, dout, dfinal_state, chunk_size=64,
+state_dtype=torch.float32) -> dx, da, db, dc, dd, ddt, dinit_state` (l.1938), four cuTile kernels (a
+forward state pass that keeps fp32 and narrowed states, the reverse state pass, dx/dD/dCB, and
+dA/dB/dC/ddt). `tilegym_backward` maps it onto the contract's names: dx -> x, da -> A, db -> B,
+dc -> C, dd -> D (only when the call passed D), ddt -> dt, dinit_state -> initial_states (only when
+passed); dfinal_states=None is a zero dfinal_state. Its precision: the state gradients (`dhiddens`)
+and the states read for dC are narrowed to the input dtype (`narrow_dtype`, l.1404, l.1953, l.1963),
+dCB is stored in c.dtype (l.1735), fp32 operands of its ct.mma stay fp32 (no tfloat32 cast in the
+backward kernels): state_dtype="input", matmul="ieee". Not deterministic where ngroups < nheads: db
+and dc are then summed over a group's heads with `atomic_store_add` (l.598-603, REDUCE_HEADS).
+Its ddt is `rs / dt_tile` (l.435): a division by the step size, so dt == 0 is outside what it can do
+(finite-gradient property).
+
 Autotune: the first call of each new shape autotunes (minutes). Correctness runs set
 TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this adapter never sets it.
 """
@@ -49,7 +62,7 @@ import torch
 
 from kernels.contract import unpack_returns
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
+from kernels.registry import Backward, KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 NHEADS_MULTIPLE_OF = 4
@@ -132,6 +145,50 @@ def compile_key(problem) -> tuple:
     return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"}))
 
 
+def tilegym_backward(dy, dfinal_states, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
+                     initial_states=None, seq_idx=None, cu_seqlens=None, dt_softplus=False,
+                     dt_limit=(0.0, float("inf")), return_final_states=False, return_varlen_states=False):
+    """TileGym's mamba2_chunk_backward under the contract's names: {input name: gradient}.
+
+    dy (b,l,h,p) in x.dtype, dfinal_states (b,h,p,n) fp32 or None; the forward's arguments as for
+    tilegym_forward (validated the same way, so an unsupported option is refused before the peer loads).
+    """
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+    _check_shape_rules(x, B)
+    if tuple(dy.shape) != tuple(x.shape):
+        raise ValueError(f"dy: expected x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+    require_cuda("tilegym", x)
+    backward = _load_backward()
+    b, _, h, p = x.shape
+    n = B.shape[3]
+    d = _zeros((h,), x.device) if D is None else D.float().contiguous()
+    init = _zeros((b, h, p, n), x.device) if initial_states is None else initial_states.float().contiguous()
+    dfinal = _zeros((b, h, p, n), x.device) if dfinal_states is None else dfinal_states.float().contiguous()
+    dx, da, db, dc, dd, ddt, dinit = backward(x.contiguous(), A.float().contiguous(), B.contiguous(), C.contiguous(),
+                                              d, dt.contiguous(), init, dy.to(x.dtype).contiguous(), dfinal,
+                                              chunk_size=chunk_size)
+    grads = {"x": dx, "dt": ddt, "A": da, "B": db, "C": dc}
+    if D is not None:
+        grads["D"] = dd
+    if initial_states is not None:
+        grads["initial_states"] = dinit
+    return grads
+
+
+_peer_bwd = None
+
+
+def _load_backward():
+    global _peer_bwd
+    if _peer_bwd is None:
+        _load()
+        import importlib
+        _peer_bwd = importlib.import_module(PEER_MODULE).mamba2_chunk_backward
+    return _peer_bwd
+
+
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -151,6 +208,11 @@ INFO = KernelInfo(
     deterministic=True,
     notes=("TileGym 1.5.1 mamba2_chunk_forward; dt must be >= 0 (no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
            "bf16 is the only dtype TileGym itself tests"),
+    backward=Backward(
+        fn=tilegym_backward, grads=("x", "dt", "A", "B", "C", "D", "initial_states"),
+        options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
+        state_dtype="input", matmul="ieee", deterministic=False,
+        notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )
 
-__all__ = ["INFO", "tilegym_forward", "NHEADS_MULTIPLE_OF"]
+__all__ = ["INFO", "tilegym_forward", "tilegym_backward", "NHEADS_MULTIPLE_OF"]

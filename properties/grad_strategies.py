@@ -1,0 +1,33 @@
+"""Hypothesis strategies for backward problems: a forward problem the backward supports, plus a dy regime.
+
+`grad_problems(info)` draws the forward part with `ssd_problems` restricted to the options the
+declared backward supports (never varlen states: they have no gradient), then the dy regime: its
+scale (1, or 1e-2 / 1e2: small and large gradients, inside float16's normal range at the sizes drawn:
+at 1e-3 fp16 gradients of a seqlen-1 problem reach its subnormals, 2e-5, and lose digits), tokens
+where dy is 0, and d final_states on or off.
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from properties.grad_problem import GradProblem
+from properties.strategies import ssd_problems
+
+PINNED: GradProblem | None = None   # set by conftest's --ssd-grad-problem: every draw returns it
+GPU_MAX_SEQLEN = 2048               # the closed forms and oracles keep O(seqlen^2) blocks per head
+
+
+@st.composite
+def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None):
+    if PINNED is not None:
+        return PINNED
+    if info.backward is None:
+        raise ValueError(f"info: {info.name} declares no backward (KernelInfo.backward is None)")
+    fwd_info = info.replace(options=info.backward_options() - {"varlen_states"})
+    base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
+    dfinal = base.final_states and draw(st.booleans())
+    # float16 has no room for 1e2: a dt gradient of 1e2 * |A| * (a chunk's terms) passes 65504 (and inf
+    # is then the right float16 answer, not a bug)
+    scales = [1.0, 1.0, 1e-2] + ([] if base.dtype == "float16" else [1e2])
+    return GradProblem.of(base, dy_scale=draw(st.sampled_from(scales)),
+                          dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal)

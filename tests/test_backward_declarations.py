@@ -1,0 +1,62 @@
+"""KernelInfo.backward: what each implementation declares, and a bad declaration's clear error."""
+from __future__ import annotations
+
+import pytest
+
+from kernels.registry import GRAD_INPUTS, Backward, KernelInfo, lookup
+
+
+def _info(**backward):
+    fields = dict(fn="autograd", grads=("x",), options=frozenset({"D"}))
+    return KernelInfo(name="t", fn=lambda **kw: None, options=frozenset({"D", "z"}), backward=Backward(**{**fields, **backward}))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("fn", "numeric", r"backward\.fn: expected 'autograd' or a callable"),
+    ("grads", ("x", "dy"), r"backward\.grads: expected a non-empty subset"),
+    ("grads", (), r"backward\.grads: expected a non-empty subset"),
+    ("options", frozenset({"seq_index"}), r"backward\.options: unknown \['seq_index'\]"),
+    ("state_dtype", "bf16", r"backward\.state_dtype: expected fp32 or input"),
+    ("matmul", "tf16", r"backward\.matmul: expected one of"),
+])
+def test_a_bad_backward_declaration_names_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        _info(**{field: value})
+
+
+def test_backward_must_be_a_backward():
+    with pytest.raises(ValueError, match=r"\.backward: expected a Backward or None, got str"):
+        KernelInfo(name="t", fn=lambda **kw: None, backward="autograd")
+
+
+def test_narrowing_the_forward_narrows_the_backward():
+    """A KernelInfo whose options shrink (a test of a missing feature) keeps a valid backward that
+    offers no more than the forward."""
+    narrowed = lookup("torch-ref").replace(options=frozenset({"D"}))
+    assert narrowed.backward_options() == frozenset({"D"})
+
+
+def test_declared_backwards():
+    ref, tg, ms = lookup("torch-ref"), lookup("tilegym"), lookup("mamba-ssm")
+    assert ref.backward.fn == "autograd" and ref.backward.deterministic and ref.backward.grads == GRAD_INPUTS
+    assert ref.backward.state_dtype == "input"   # autograd rounds the entering states' gradients to x.dtype
+    assert ms.backward.fn == "autograd" and not ms.backward.deterministic
+    assert ms.backward.state_dtype == "input" and ms.backward.matmul == "tf32-trunc"
+    assert callable(tg.backward.fn) and not tg.backward.deterministic and tg.backward.matmul == "ieee"
+    assert set(tg.backward.grads) == {"x", "dt", "A", "B", "C", "D", "initial_states"}
+    for info in (ref, tg, ms):
+        assert "varlen_states" not in info.backward.options   # no varlen-state gradient in the contract
+
+
+def test_tilegym_backward_refuses_what_it_lacks_before_loading_the_peer():
+    """The adapter validates like the forward: an unsupported option names its argument, no GPU needed."""
+    import torch
+    from kernels.registry import UnsupportedProblem
+    tg = lookup("tilegym")
+    x = torch.zeros(1, 64, 4, 16)
+    kw = dict(x=x, dt=torch.ones(1, 64, 4), A=-torch.ones(4), B=torch.zeros(1, 64, 1, 16), C=torch.zeros(1, 64, 1, 16),
+              chunk_size=64)
+    with pytest.raises(UnsupportedProblem, match="^z: option 'z' is not supported by tilegym"):
+        tg.backward.fn(dy=x, dfinal_states=None, z=x, **kw)
+    with pytest.raises(ValueError, match="dy: expected x's shape"):
+        tg.backward.fn(dy=x[:, :1], dfinal_states=None, **kw)
