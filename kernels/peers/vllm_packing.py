@@ -10,6 +10,8 @@ vLLM's prefill SSD has no batch dimension: tokens of all sequences are packed al
   (the contract); per-sequence initial_states (num_sequences, h, p, n), the varlen_initial_states
   option, are vLLM's own convention and pass through;
 * a row's final state is the state of its last sequence; varlen states are every sequence's state.
+  With empty cu_seqlens sequences, a row's "first" and "last" sequences are those holding its first
+  and last tokens (seq_idx, which starts every row at 0, cannot name an empty sequence).
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ import torch
 @dataclass(frozen=True)
 class Packing:
     cu_seqlens: tuple[int, ...]   # packed offsets, num_sequences + 1, over batch * seqlen tokens
-    row_first: tuple[int, ...]    # per row: index of its first packed sequence
-    row_last: tuple[int, ...]     # per row: index of its last packed sequence
+    row_first: tuple[int, ...]    # per row: the packed sequence holding its first token
+    row_last: tuple[int, ...]     # per row: the packed sequence holding its last token
 
     @property
     def num_sequences(self) -> int:
@@ -46,9 +48,11 @@ def packing(batch: int, seqlen: int, seq_idx: torch.Tensor | None = None,
             bounds = [int(v) for v in cu_seqlens.detach().cpu().tolist()]
         else:
             bounds = _row_bounds(rows[r])
-        first.append(len(cu) - 1)
+        base = len(cu) - 1
+        filled = [i for i in range(len(bounds) - 1) if bounds[i + 1] > bounds[i]]
+        first.append(base + filled[0])       # the sequence holding the row's first token
+        last.append(base + filled[-1])       # ... and its last token
         cu.extend(r * seqlen + b for b in bounds[1:])
-        last.append(len(cu) - 2)
     return Packing(tuple(cu), tuple(first), tuple(last))
 
 
