@@ -69,7 +69,8 @@ def run_ref(fn, kwargs: dict) -> dict:
 
 def run_yardstick(info, kwargs: dict) -> dict:
     """The problem in the precision `info` declares (its state dtype and matmul operands)."""
-    return run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kwargs)
+    return run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul,
+                                     exp=info.exp), kwargs)
 
 
 def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str | None = None) -> PropertyResult:

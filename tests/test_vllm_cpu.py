@@ -296,3 +296,47 @@ def test_the_metadata_function_is_vllms_text():
     fn = _vllm_metadata_fn()
     assert fn.__code__.co_filename.endswith(vllm_files.METADATA_FILE)
     assert fn.__code__.co_firstlineno == 27                   # mamba2_attn.py l.27, line numbers kept
+
+
+# -- the fast_exp precision model ----------------------------------------------------------------
+
+# fp32, ieee matmul, 256 chunks of slow decay: the states carry through 256 fast_exp factors near 1
+LONG_SLOW = SSDProblem(batch=1, seqlen=4096, nheads=2, headdim=8, dstate=8, chunk_size=16, dtype="float32",
+                       decay=1e-3, final_states=True, seed=3)
+
+
+def test_every_declarable_exp_has_a_yardstick_model():
+    from kernels.registry import EXPS as DECLARABLE
+    from oracles.yardstick import EXPS as MODELED
+    assert DECLARABLE == MODELED
+    with pytest.raises(ValueError, match=r"^KernelInfo\('vllm'\).exp: expected one of"):
+        lookup("vllm").replace(exp="ex2")
+    with pytest.raises(ValueError, match=r"^exp: expected one of"):
+        from oracles import ssd_yardstick
+        ssd_yardstick(**LONG_SLOW.replace(seqlen=16).inputs(), exp="ex2")
+
+
+def test_fast_exp_models_the_products_rounding_and_the_approximation():
+    from oracles.yardstick import FAST_EXP_ULPS, _fast_exp
+    x = torch.tensor([-1e-3, -1.0, -10.0, -80.0])
+    rel = (_fast_exp(x).double() / torch.exp(x.double()) - 1).abs()
+    ieee = (torch.exp(x).double() / torch.exp(x.double()) - 1).abs()
+    assert bool((rel > ieee).all())                              # always further from exp than expf
+    assert float(rel[-1]) > float(rel[1])                        # the product's rounding grows with |x|
+    assert float(rel.max()) < (FAST_EXP_ULPS + 80 * 1.45 + 1) * 2.0 ** -24
+
+
+@pytest.mark.parametrize("output", ("y", "final_states"))
+def test_a_fast_exp_result_passes_only_against_the_fast_yardstick(output):
+    """A result that differs from the ieee yardstick only by fast_exp fails the ieee budget on a long
+    slow-decay fp32 problem and passes the fast one; 2% off still fails the fast one."""
+    from oracles import ssd_yardstick
+    from properties.tolerance import compare
+    kw = LONG_SLOW.inputs()
+    names = ("y", "final_states")
+    ref = dict(zip(names, ssd_chunked_f64(**kw)))
+    ieee, fast = (dict(zip(names, ssd_yardstick(**kw, state_dtype="input", exp=e))) for e in ("ieee", "fast"))
+    assert not compare(output, fast[output], ref[output], dtype="float32", yardstick=ieee[output]).passed
+    ok = compare(output, fast[output], ref[output], dtype="float32", yardstick=fast[output])
+    assert ok.passed, ok.summary()
+    assert not compare(output, 1.02 * fast[output], ref[output], dtype="float32", yardstick=fast[output]).passed
