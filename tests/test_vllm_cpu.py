@@ -340,3 +340,66 @@ def test_a_fast_exp_result_passes_only_against_the_fast_yardstick(output):
     ok = compare(output, fast[output], ref[output], dtype="float32", yardstick=fast[output])
     assert ok.passed, ok.summary()
     assert not compare(output, 1.02 * fast[output], ref[output], dtype="float32", yardstick=fast[output]).passed
+
+
+# -- the race: vLLM's timed call and its recorded autotune picks -----------------------------------
+
+def test_the_race_times_vllm_through_prepared_calls(monkeypatch):
+    from bench import race
+    from bench.shapes import GROUPS
+    made = []
+    monkeypatch.setattr(adapter, "prepared", lambda **kw: made.append(kw["chunk_size"]) or (lambda: "ran"))
+    runner = race.Runner(GROUPS["vsmoke"], ("vllm",), "/dev/null", budget_s=1, device="cpu")
+    calls = runner.timed_calls("vllm", lookup("vllm"), [{"x": 1}, {"x": 2}], 128)
+    assert made == [128, 128] and [c() for c in calls] == ["ran", "ran"]   # built before any timing
+    other = runner.timed_calls("torch-ref", lookup("torch-ref"), [{}], 64)
+    assert isinstance(other[0], __import__("functools").partial)
+
+
+def test_the_race_refuses_first_config_vllm(monkeypatch, capsys):
+    from bench import race
+    monkeypatch.setenv("VLLM_TRITON_FORCE_FIRST_CONFIG", "1")
+    assert race.main(["--group", "vsmoke", "--out", "/tmp/unused"]) == 2
+    assert "VLLM_TRITON_FORCE_FIRST_CONFIG is set" in capsys.readouterr().err
+
+
+def test_vllm_groups_cover_the_grid_and_fit_a_command():
+    from bench.shapes import GROUPS, ORDER, grid
+    vgroups = [GROUPS[n] for n in ORDER if n.startswith("v") and n != "vsmoke"]
+    assert {s for g in vgroups for s in g.shapes} == set(grid())
+    assert all("vllm" in g.impls and "mamba-ssm" in g.impls and g.est_min <= 9.5 for g in vgroups)
+    assert {sid for g in vgroups for sid in g.tilegym_shapes} == {
+        sid for n in ("tg64", "tg128", "tg256") for sid in GROUPS[n].tilegym_shapes}
+
+
+def test_recorded_vllm_picks_round_trip(tmp_path, monkeypatch):
+    """save() writes launch_autotuned's cache; install() fills an empty one so the keys never retune."""
+    import sys
+    import types
+    from bench import vllm_tuning
+
+    class Picked:                                   # a Triton config as launch_autotuned keeps it
+        pre_hook = None
+
+        def all_kwargs(self):
+            return {"BLOCK_SIZE_H": 16, "num_warps": 4, "num_stages": 3}
+
+    base = vllm_tuning.HELPERS.rpartition(".")[0]
+    kernels = {n: object() for n in vllm_tuning.KERNELS}
+    for mod in set(vllm_tuning.KERNELS.values()):
+        monkeypatch.setitem(sys.modules, f"{base}.{mod}", types.SimpleNamespace(
+            **{n: k for n, k in kernels.items() if vllm_tuning.KERNELS[n] == mod}))
+    helpers = types.SimpleNamespace(_autotuned_configs={
+        (kernels["_chunk_cumsum_fwd_kernel"], 256, 32, torch.float32, None, torch.bfloat16): Picked()})
+    monkeypatch.setitem(sys.modules, vllm_tuning.HELPERS, helpers)
+    path = tmp_path / "vllm-tuning.json"
+    t = vllm_tuning.Tuning(path, "NVIDIA H200", "3.6.0", "0.33.0")
+    assert t.tuned_since_install() == 1 and t.save() == 1
+    helpers._autotuned_configs.clear()
+    again = vllm_tuning.Tuning(path, "NVIDIA H200", "3.6.0", "0.33.0")
+    assert again.install() == 1 and again.tuned_since_install() == 0
+    (key, config), = helpers._autotuned_configs.items()
+    assert key == (kernels["_chunk_cumsum_fwd_kernel"], 256, 32, torch.float32, None, torch.bfloat16)
+    assert config.all_kwargs() == Picked().all_kwargs() and config.pre_hook is None
+    helpers._autotuned_configs.clear()
+    assert vllm_tuning.Tuning(path, "NVIDIA B200", "3.6.0", "0.33.0").install() == 0   # another GPU: not used

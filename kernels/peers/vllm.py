@@ -113,6 +113,27 @@ def vllm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initi
     return unpack_returns(out, final, varlen, return_final_states, return_varlen_states)
 
 
+def prepared(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+             cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
+    """A zero-argument call of vLLM's entry point on these inputs, its chunk metadata and `out` built
+    now: what a benchmark times (vLLM builds the metadata once per batch, for all layers, outside the
+    layers' SSD calls). Returns out (b, l, h, p) written in place; validated like vllm_forward."""
+    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit)
+    require_cuda("vllm", x)
+    fn, _ = _load()
+    pk, kwargs = varlen_call(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias,
+                             initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
+                             dt_softplus=dt_softplus, dt_limit=dt_limit)
+    kwargs.update(chunk_metadata(pk, chunk_size, x.device))
+    out = kwargs["out"].reshape(x.shape)
+
+    def call():
+        fn(**kwargs)
+        return out
+    return call
+
+
 def version() -> str:
     import sys  # noqa: PLC0415
     return getattr(sys.modules.get("vllm"), "__version__", "not loaded")
@@ -139,4 +160,4 @@ INFO = KernelInfo(
            "state_dtype=float32; fast_exp decays; truncating TF32 tl.dot for fp32"),
 )
 
-__all__ = ["FIRST_CONFIG_ENV", "INFO", "chunk_metadata", "varlen_call", "version", "vllm_forward"]
+__all__ = ["FIRST_CONFIG_ENV", "INFO", "chunk_metadata", "prepared", "varlen_call", "version", "vllm_forward"]
