@@ -17,12 +17,14 @@ FROZEN: its numbers define the budget, so never edit it to make a kernel pass. I
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 
 from kernels.contract import check_ssd_args, unpack_returns
+from oracles.per_sequence import is_per_sequence, per_sequence_runs
 
 _F32 = torch.float32
 
@@ -206,6 +208,12 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
+    if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
+        each = functools.partial(ssd_yardstick, state_dtype=state_dtype, matmul=matmul, exp=exp)
+        return per_sequence_runs(each, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
+                                 dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
+                                 dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
+                                 return_varlen_states=return_varlen_states)
     if state_dtype not in ("fp32", "input"):
         raise ValueError(f"state_dtype: expected 'fp32' or 'input', got {state_dtype!r}")
     if matmul not in _TF32:

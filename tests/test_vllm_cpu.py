@@ -403,3 +403,60 @@ def test_recorded_vllm_picks_round_trip(tmp_path, monkeypatch):
     assert config.all_kwargs() == Picked().all_kwargs() and config.pre_hook is None
     helpers._autotuned_configs.clear()
     assert vllm_tuning.Tuning(path, "NVIDIA B200", "3.6.0", "0.33.0").install() == 0   # another GPU: not used
+
+
+# -- per-sequence initial states in the oracles and the property ------------------------------------
+
+PER_SEQ = SSDProblem(batch=1, seqlen=45, nheads=2, headdim=4, dstate=4, chunk_size=16, initial_states=True,
+                     seq_starts=(20, 21, 37), varlen=True, D="h", seed=5)
+
+
+def test_oracles_agree_on_per_sequence_initial_states():
+    from oracles import ssd_quadratic_f64, ssd_recurrence_f64
+    kw = PER_SEQ.inputs()
+    kw["initial_states"] = torch.randn(4, 2, 4, 4, generator=torch.Generator().manual_seed(2))
+    outs = [f(**kw) for f in (ssd_chunked_f64, ssd_quadratic_f64, ssd_recurrence_f64)]
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_per_sequence_states_of_a_row_state_and_zeros_equal_the_row_convention():
+    """Two independent paths: per-sequence states (h0, 0, 0, 0) run each sequence alone; a row's h0 runs
+    the packed seq_idx algorithm. Sequence 0 is longer than a chunk, so no varlen quirk applies."""
+    assert not PER_SEQ.varlen_quirk()
+    kw = PER_SEQ.inputs()
+    row = ssd_chunked_f64(**kw)
+    h0 = kw["initial_states"]
+    per = ssd_chunked_f64(**{**kw, "initial_states": torch.cat([h0, torch.zeros(3, *h0.shape[1:])])})
+    for a, b in zip(row, per):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def _oracle_impl(drop_states_after: int | None = None):
+    """The fp32 yardstick as an implementation declaring per-sequence initial states; with
+    `drop_states_after`, a broken one that zeroes the per-sequence states from that sequence on."""
+    import functools
+
+    from oracles import ssd_yardstick
+
+    def fn(**kw):
+        h0 = kw.get("initial_states")
+        if drop_states_after is not None and h0 is not None and kw.get("cu_seqlens") is not None \
+                and h0.shape[0] > 1:
+            h0 = h0.clone()
+            h0[drop_states_after:] = 0
+            kw["initial_states"] = h0
+        return functools.partial(ssd_yardstick, state_dtype="fp32")(**kw)
+    info = lookup("torch-ref")
+    return info.replace(fn=fn, options=info.options | {"varlen_initial_states"}, device="cpu")
+
+
+def test_the_property_passes_a_correct_implementation_and_fails_a_broken_one():
+    from properties.invariants import prop_per_sequence_initial_states
+    ok = prop_per_sequence_initial_states(_oracle_impl(), PER_SEQ)
+    assert ok.passed and not ok.skipped, ok
+    bad = prop_per_sequence_initial_states(_oracle_impl(drop_states_after=1), PER_SEQ)
+    assert not bad.passed
+    skipped = prop_per_sequence_initial_states(lookup("torch-ref"), PER_SEQ)
+    assert skipped.skipped == "no per-sequence initial states (varlen_initial_states)"
