@@ -250,18 +250,12 @@ def test_adapter_skips_without_a_gpu():
 
 
 @pytest.mark.skipif(HAS_TRITON, reason="triton is importable here: the fragment loads")
-def test_loading_without_triton_says_so(tmp_path, monkeypatch):
-    try:
-        tarball = peer_file("vllm")
-    except PeerSourceMissing as e:
-        pytest.skip(str(e))
-    with tarfile.open(tarball, "r:gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    monkeypatch.setenv(vllm_files.SRC_ENV, str(tmp_path / vllm_files.TOP))
+def test_loading_without_triton_says_so(monkeypatch):
+    import sys
     monkeypatch.setattr(adapter, "_loaded", {})
-    with pytest.raises(PeerUnavailable, match=r"^vllm: cannot import the 0.33.0 SSD fragment: .*triton"):
+    with pytest.raises(PeerUnavailable, match=r"^vllm: cannot import the 0.33.0 SSD fragment: .*need triton"):
         adapter._load()
-    assert "vllm" not in __import__("sys").modules          # nothing half-registered
+    assert "vllm" not in sys.modules                            # checked before anything is registered
 
 
 def test_missing_fragment_is_a_clear_skip_reason(monkeypatch):
@@ -460,3 +454,49 @@ def test_the_property_passes_a_correct_implementation_and_fails_a_broken_one():
     assert not bad.passed
     skipped = prop_per_sequence_initial_states(lookup("torch-ref"), PER_SEQ)
     assert skipped.skipped == "no per-sequence initial states (varlen_initial_states)"
+
+
+@pytest.fixture
+def fragment(tmp_path, monkeypatch):
+    """The published fragment unpacked, its stand-ins installed; every vllm module removed afterwards."""
+    import sys
+    try:
+        tarball = peer_file("vllm")
+    except PeerSourceMissing as e:
+        pytest.skip(str(e))
+    with tarfile.open(tarball, "r:gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = str(tmp_path / vllm_files.TOP)
+    monkeypatch.setenv(vllm_files.SRC_ENV, root)
+    yield root
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+@pytest.mark.skipif(HAS_TRITON, reason="with triton the fragment's own files use it, not vLLM's placeholders")
+def test_the_stand_ins_answer_every_import_of_the_kernel_modules(fragment, monkeypatch):
+    """Without triton, vLLM's own files fall back to their placeholders (triton_utils/importing.py), so
+    the kernel modules import here: every module outside the fragment that they ask for is stood in."""
+    import importlib
+    import sys
+    vllm_files.install_stand_ins(fragment)
+    base = vllm_files.OPS.replace("/", ".")
+    for mod in ("triton_helpers", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing", "ssd_chunk_scan"):
+        m = importlib.import_module(f"{base}.{mod}")
+        assert m.__file__.startswith(fragment), m.__file__        # vLLM's file, not a stand-in
+    softplus = sys.modules[f"{base}.ssd_chunk_state"].softplus
+    assert softplus.__code__.co_filename.endswith("ops/mamba_ssm.py")   # vLLM's own softplus
+    assert softplus.__code__.co_firstlineno == 202      # l.202-205, the branch without Triton 3 (none here)
+    scan = sys.modules[f"{base}.ssd_chunk_scan"]
+    assert scan._drop_racy_wgmma_configs(["a", "b"]) == ["a", "b"]        # not CUDA sm90: nothing dropped
+    envs = sys.modules["vllm.envs"]
+    monkeypatch.setenv("VLLM_TRITON_FORCE_FIRST_CONFIG", "1")
+    assert envs.VLLM_TRITON_FORCE_FIRST_CONFIG is True
+    monkeypatch.delenv("VLLM_TRITON_FORCE_FIRST_CONFIG")
+    assert envs.VLLM_TRITON_FORCE_FIRST_CONFIG is False and envs.VLLM_TRITON_USE_TD is None
+    # ssd_combined.py l.249: on a CPU platform vLLM swaps in its CPU module, which is not published
+    with pytest.raises(ImportError, match=r"ops\.cpu"):
+        importlib.import_module(f"{base}.ssd_combined")
+    with pytest.raises(RuntimeError, match="a real vllm package is already imported"):
+        sys.modules["vllm"] = type(sys)("vllm")
+        vllm_files.install_stand_ins(fragment)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.machinery
+import importlib.util
 import itertools
 import logging
 import os
@@ -176,13 +177,15 @@ class _Envs(types.ModuleType):
         return _env_flag("VLLM_TRITON_USE_TD")
 
 
-def _softplus_module(root: str, triton_mod) -> types.ModuleType:
-    """...ops.mamba_ssm with only vLLM's own `softplus`, compiled from that file."""
+def _softplus_module(root: str) -> types.ModuleType:
+    """...ops.mamba_ssm with only vLLM's own `softplus`, compiled from that file in the namespace its
+    lines ask for: `tl`, `triton`, `HAS_TRITON` from vllm.triton_utils (l.21), TRITON3 as l.30 sets it."""
     name = "vllm.model_executor.layers.mamba.ops.mamba_ssm"
     mod = _module(name, "stand-in: vLLM's softplus alone, compiled from ops/mamba_ssm.py")
     from packaging import version  # noqa: PLC0415 (vLLM's own dependency)
-    mod.__dict__.update(tl=triton_mod.language, triton=triton_mod,
-                        TRITON3=version.parse(triton_mod.__version__) >= version.parse("3.0.0"))
+    tu = importlib.import_module("vllm.triton_utils")
+    mod.__dict__.update(tl=tu.tl, triton=tu.triton, HAS_TRITON=tu.HAS_TRITON,
+                        TRITON3=tu.HAS_TRITON and version.parse(tu.triton.__version__) >= version.parse("3.0.0"))
     path = os.path.join(root, OPS, "mamba_ssm.py")
     with open(path, encoding="utf-8") as f:
         compile_definitions(f.read(), path, {"softplus"}, mod.__dict__)
@@ -197,7 +200,6 @@ def install_stand_ins(root: str) -> None:
                            "loads the published 0.33.0 fragment and cannot share the name")
     if existing is not None:
         return
-    import triton  # noqa: PLC0415 (the caller turns ImportError into PeerUnavailable)
     modules = {
         "vllm": _module("vllm", "stand-in: the vLLM 0.33.0 SSD fragment, without vLLM's __init__",
                         [os.path.join(root, "vllm")], __version__=VERSION),
@@ -217,7 +219,7 @@ def install_stand_ins(root: str) -> None:
             setattr(sys.modules[parent], child, mod)
     # the ops package is vLLM's own (an empty __init__); its mamba_ssm is the softplus stand-in
     ops = importlib.import_module(OPS.replace("/", "."))
-    sys.modules[f"{ops.__name__}.mamba_ssm"] = _softplus_module(root, triton)
+    sys.modules[f"{ops.__name__}.mamba_ssm"] = _softplus_module(root)
 
 
 def load_ops(search_path=None) -> types.ModuleType:
@@ -225,6 +227,9 @@ def load_ops(search_path=None) -> types.ModuleType:
     name = MARKER.removesuffix(".py").replace("/", ".")
     if name in sys.modules:
         return sys.modules[name]
+    if importlib.util.find_spec("triton") is None:   # checked first: nothing is registered without it
+        raise ImportError("vllm: the SSD kernels need triton, which is not installed here "
+                          "(a CUDA build of torch brings it)")
     install_stand_ins(find_root(search_path))
     return importlib.import_module(name)
 
