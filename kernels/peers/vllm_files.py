@@ -141,11 +141,12 @@ class Platform:
     def is_cpu(self) -> bool:
         return not (self.is_cuda() or self.is_rocm() or self.is_xpu())
 
-    def is_device_capability(self, capability: int, device_id: int = 0) -> bool:
+    def is_device_capability(self, capability, device_id: int = 0) -> bool:
+        """vLLM's signature: an int such as 90, or a (major, minor) pair."""
         if not (self.is_cuda() or self.is_rocm()):
             return False
         major, minor = torch.cuda.get_device_capability(device_id)
-        return major * 10 + minor == capability
+        return (major, minor) == tuple(capability) if isinstance(capability, tuple) else major * 10 + minor == capability
 
 
 def _env_flag(name: str):
