@@ -21,8 +21,9 @@
 #   V_GROUPS               vLLM's groups (default none; all six: "v64h32 v64h64 v128h32 v128h64 v256h32
 #                          v256h64", each ~6-7 min fresh: run them a few per call), with mamba_ssm and
 #                          cutile (TileGym too in the h32 groups) in the same process
-#   VLLM_TUNING=reports/vllm-tuning-h200.json   vLLM's recorded autotune picks, copied to
-#                          $OUT/vllm-tuning.json, which the race updates: bring that copy back
+#   VLLM_TUNING=reports/vllm-tuning-h200.json   vLLM's recorded autotune picks, copied into the
+#                          output folder as vllm-tuning.json, which the race updates: commit that
+#                          copy over VLLM_TUNING to keep new picks
 # Output: $OUT/race.tar.gz (every group's JSON and log, stages, the merged tables and plot: one file,
 # since only 8 files come back from a lent GPU; rewritten after each step), $OUT/tuning.json and
 # $OUT/summary.txt (the target table and each step's exit status, also printed).

@@ -3,7 +3,7 @@
 # after `source .gpu-bundle/setup.sh` (sourced here if it was not). Prints where vLLM's fragment loads
 # from, whether this GPU drops the configs vLLM says Triton miscompiles on sm90, and then runs
 # tests/test_properties.py --impl vllm through scripts/gpu_peers.sh (its knobs apply: K, M, PROFILE,
-# TOTAL_S, WORKERS, SHARE_TIME); everything lands in $OUT/peers.
+# TOTAL_S, WORKERS, SHARE_TIME); everything lands in the OUT folder (default out/gpu_vllm), under peers/.
 #
 #   MODE=shipped scripts/gpu_vllm.sh            # autotuning as vLLM ships it (default)
 #   MODE=first scripts/gpu_vllm.sh              # VLLM_TRITON_FORCE_FIRST_CONFIG=1: vLLM's own

@@ -5,7 +5,7 @@ and gives them last_chunk_indices = -1. Reading the kernels, two places do not e
 
 * _state_passing_fwd_kernel (ops/ssd_state_passing.py l.69-72) starts sequence b at chunk
   last_chunk_indices[b - 1] + 1: after an empty sequence that is chunk 0, so the next sequence would
-  carry the states of every chunk before it (and its program would write their `out` entries, which
+  accumulate the states of every chunk before it (and its program would write their `out` entries, which
   the earlier sequences' programs also write);
 * _mamba_chunk_scan_combined_fwd returns states[last_chunk_indices] (ops/ssd_combined.py l.161): for
   an empty sequence, index -1, the state of the batch's last chunk.

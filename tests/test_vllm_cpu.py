@@ -294,7 +294,7 @@ def test_the_metadata_function_is_vllms_text():
 
 # -- the fast_exp precision model ----------------------------------------------------------------
 
-# fp32, ieee matmul, 256 chunks of slow decay: the states carry through 256 fast_exp factors near 1
+# fp32, ieee matmul, 256 chunks of slow decay: the states pass through 256 fast_exp factors near 1
 LONG_SLOW = SSDProblem(batch=1, seqlen=4096, nheads=2, headdim=8, dstate=8, chunk_size=16, dtype="float32",
                        decay=1e-3, final_states=True, seed=3)
 
