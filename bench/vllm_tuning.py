@@ -93,7 +93,7 @@ class Tuning:
                  for e in self.entries}
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         for key, config in sys.modules[HELPERS]._autotuned_configs.items():
-            if isinstance(config, RecordedConfig):
+            if isinstance(config, RecordedConfig) or id(key[0]) not in names:   # recorded, or not an SSD kernel
                 continue
             entry = {"kernel": names[id(key[0])], "key": [_encode(v) for v in key[1:]],
                      "config": config.all_kwargs(), "device": self.device, "triton": self.triton,
