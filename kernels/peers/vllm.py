@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.contract import unpack_returns
 from kernels.peers import PeerUnavailable, require_cuda
 from kernels.peers.sources import PeerSourceMissing
 from kernels.peers.vllm_files import FragmentMissing, load_chunk_metadata_fn, load_ops
@@ -92,10 +93,10 @@ def varlen_call(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     return pk, kwargs
 
 
-def vllm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
-                 seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                 return_final_states=False, return_varlen_states=False):
-    """mamba_chunk_scan_combined's contract on vLLM 0.33.0's mamba_chunk_scan_combined_varlen."""
+def _bound(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+           cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False,
+           return_varlen_states=False):
+    """Check the call, then (packing, vLLM's function, its complete keyword arguments)."""
     check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
                return_final_states=return_final_states, return_varlen_states=return_varlen_states)
@@ -105,27 +106,29 @@ def vllm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initi
                              initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
                              dt_softplus=dt_softplus, dt_limit=dt_limit)
     kwargs.update(chunk_metadata(pk, chunk_size, x.device))
+    return pk, fn, kwargs
+
+
+def vllm_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                 seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                 return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined's contract on vLLM 0.33.0's mamba_chunk_scan_combined_varlen."""
+    pk, fn, kwargs = _bound(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                            seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                            return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     states = fn(**kwargs)                               # (num_sequences, h, p, n), fp32
     out = kwargs["out"].reshape(x.shape)
     final = states[list(pk.row_last)] if return_final_states else None
     varlen = states if return_varlen_states else None
-    from kernels.contract import unpack_returns  # noqa: PLC0415 (contract is the lighter import)
     return unpack_returns(out, final, varlen, return_final_states, return_varlen_states)
 
 
-def prepared(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
-             cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf"))):
-    """A zero-argument call of vLLM's entry point on these inputs, its chunk metadata and `out` built
-    now: what a benchmark times (vLLM builds the metadata once per batch, for all layers, outside the
-    layers' SSD calls). Returns out (b, l, h, p) written in place; validated like vllm_forward."""
-    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
-               seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit)
-    require_cuda("vllm", x)
-    fn, _ = _load()
-    pk, kwargs = varlen_call(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias,
-                             initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
-                             dt_softplus=dt_softplus, dt_limit=dt_limit)
-    kwargs.update(chunk_metadata(pk, chunk_size, x.device))
+def prepared(x, dt, A, B, C, chunk_size, **options):
+    """A zero-argument call of vLLM's entry point on these inputs (options as vllm_forward's, without the
+    return flags), its chunk metadata and `out` built now: what a benchmark times (vLLM builds the
+    metadata once per batch, for all layers, outside the layers' SSD calls). The call returns out
+    (b, l, h, p), written in place each time."""
+    _, fn, kwargs = _bound(x, dt, A, B, C, chunk_size, **options)
     out = kwargs["out"].reshape(x.shape)
 
     def call():
