@@ -3,10 +3,13 @@ sequences, per-sequence initial states), vLLM's own chunk metadata function from
 tarball, the stand-ins, the new contract errors, and the skip without a GPU or triton."""
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import inspect
-import os
+import sys
 import tarfile
+import types
 
 import pytest
 import torch
@@ -251,7 +254,6 @@ def test_adapter_skips_without_a_gpu():
 
 @pytest.mark.skipif(HAS_TRITON, reason="triton is importable here: the fragment loads")
 def test_loading_without_triton_says_so(monkeypatch):
-    import sys
     monkeypatch.setattr(adapter, "_loaded", {})
     with pytest.raises(PeerUnavailable, match=r"^vllm: cannot import the 0.33.0 SSD fragment: .*need triton"):
         adapter._load()
@@ -347,7 +349,7 @@ def test_the_race_times_vllm_through_prepared_calls(monkeypatch):
     calls = runner.timed_calls("vllm", lookup("vllm"), [{"x": 1}, {"x": 2}], 128)
     assert made == [128, 128] and [c() for c in calls] == ["ran", "ran"]   # built before any timing
     other = runner.timed_calls("torch-ref", lookup("torch-ref"), [{}], 64)
-    assert isinstance(other[0], __import__("functools").partial)
+    assert isinstance(other[0], functools.partial)
 
 
 def test_the_race_refuses_first_config_vllm(monkeypatch, capsys):
@@ -368,8 +370,6 @@ def test_vllm_groups_cover_the_grid_and_fit_a_command():
 
 def test_recorded_vllm_picks_round_trip(tmp_path, monkeypatch):
     """save() writes launch_autotuned's cache; install() fills an empty one so the keys never retune."""
-    import sys
-    import types
     from bench import vllm_tuning
 
     class Picked:                                   # a Triton config as launch_autotuned keeps it
@@ -430,8 +430,6 @@ def test_per_sequence_states_of_a_row_state_and_zeros_equal_the_row_convention()
 def _oracle_impl(drop_states_after: int | None = None):
     """The fp32 yardstick as an implementation declaring per-sequence initial states; with
     `drop_states_after`, a broken one that zeroes the per-sequence states from that sequence on."""
-    import functools
-
     from oracles import ssd_yardstick
 
     def fn(**kw):
@@ -459,7 +457,6 @@ def test_the_property_passes_a_correct_implementation_and_fails_a_broken_one():
 @pytest.fixture
 def fragment(tmp_path, monkeypatch):
     """The published fragment unpacked, its stand-ins installed; every vllm module removed afterwards."""
-    import sys
     try:
         tarball = peer_file("vllm")
     except PeerSourceMissing as e:
@@ -477,8 +474,6 @@ def fragment(tmp_path, monkeypatch):
 def test_the_stand_ins_answer_every_import_of_the_kernel_modules(fragment, monkeypatch):
     """Without triton, vLLM's own files fall back to their placeholders (triton_utils/importing.py), so
     the kernel modules import here: every module outside the fragment that they ask for is stood in."""
-    import importlib
-    import sys
     vllm_files.install_stand_ins(fragment)
     base = vllm_files.OPS.replace("/", ".")
     for mod in ("triton_helpers", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing", "ssd_chunk_scan"):

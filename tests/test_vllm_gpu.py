@@ -13,8 +13,8 @@ import torch
 from kernels.peers import PeerUnavailable
 from properties.problem import SSDProblem
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                  reason="needs a CUDA GPU (torch.cuda.is_available() is False)")]
 
 
 @pytest.fixture

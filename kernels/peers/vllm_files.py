@@ -146,7 +146,9 @@ class Platform:
         if not (self.is_cuda() or self.is_rocm()):
             return False
         major, minor = torch.cuda.get_device_capability(device_id)
-        return (major, minor) == tuple(capability) if isinstance(capability, tuple) else major * 10 + minor == capability
+        if isinstance(capability, tuple):
+            return (major, minor) == capability
+        return major * 10 + minor == capability
 
 
 def _env_flag(name: str):
