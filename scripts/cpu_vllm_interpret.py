@@ -8,6 +8,9 @@ path there: CUDA_VISIBLE_DEVICES="" (vllm/triton_utils/importing.py l.58-69 then
 active driver) and, in this script only, current_platform.is_cpu() answering False (otherwise
 ssd_combined.py l.249 swaps in vLLM's CPU module, which is not published). VLLM_TRITON_FORCE_FIRST_CONFIG=1
 avoids benchmarking configs. The interpreter needs numpy < 2 (it converts 1-element arrays to ints).
+Use fp32 inputs only: with bf16 the interpreter's results were off by ~1e10 even on a one-chunk
+problem, which says nothing about the GPU (numpy has no bf16; mamba_ssm's kernels of the same shape
+pass on the H200), so bf16 there is not evidence.
 
     pip install --target /tmp/vt --no-deps triton==3.6.0; pip install --target /tmp/vnp --no-deps numpy==1.26.4
     TRITON_INTERPRET=1 CUDA_VISIBLE_DEVICES= VLLM_TRITON_FORCE_FIRST_CONFIG=1 \\
