@@ -24,8 +24,8 @@ from bench import roofline
 from bench.race import SCHEMA
 from bench.shapes import BASELINE, DSTATES, GROUPS, ORDER
 
-IMPL_ORDER = {"mamba-ssm": 0, "cutile": 1, "tilegym": 2}
-IMPL_STYLE = {"cutile": ("tab:green", "o"), "tilegym": ("tab:orange", "s")}
+IMPL_ORDER = {"mamba-ssm": 0, "cutile": 1, "tilegym": 2, "vllm": 3}
+IMPL_STYLE = {"cutile": ("tab:green", "o"), "tilegym": ("tab:orange", "s"), "vllm": ("tab:purple", "D")}
 COMBO_STYLE = {(32, 1): "-", (32, 8): "--", (64, 1): "-.", (64, 8): ":"}
 
 

@@ -1,4 +1,4 @@
-"""Race the SSD forwards on one GPU: ssdcheck's cuTile, NVIDIA TileGym and mamba_ssm's Triton kernels.
+"""Race the SSD forwards on one GPU: ssdcheck's cuTile, NVIDIA TileGym, mamba_ssm's and vLLM's Triton kernels.
 
     python -m bench.race --list                       # groups, shapes, estimated GPU minutes
     python -m bench.race --group smoke --out out/bench
@@ -20,11 +20,16 @@ TileGym runs autotuned: TILEGYM_DISABLE_AUTOTUNE must be unset, and MAMBA_DETERM
 pins mamba_ssm to its cheapest config); --allow-untuned overrides, and the JSON records it. Only
 the float64 check on the downscaled copy runs TileGym with autotune off (a new shape would otherwise
 trigger minutes of tuning): its tuned config is checked by the full-size comparison.
+vLLM runs as shipped (autotuned; VLLM_TRITON_FORCE_FIRST_CONFIG unset): its first call and checks go
+through the adapter, its timings through `kernels.peers.vllm.prepared`, which builds the chunk metadata
+and `out` before the timed region (vLLM builds them once per batch, outside the layers' SSD calls);
+`--vllm-tuning FILE` keeps its autotune picks across processes (bench/vllm_tuning.py).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import importlib.metadata
 import itertools
 import json
@@ -225,6 +230,7 @@ def environment() -> dict:
            "host": platform.node(),
            "TILEGYM_DISABLE_AUTOTUNE": os.environ.get("TILEGYM_DISABLE_AUTOTUNE"),
            "MAMBA_DETERMINISTIC": os.environ.get("MAMBA_DETERMINISTIC"),
+           "VLLM_TRITON_FORCE_FIRST_CONFIG": os.environ.get("VLLM_TRITON_FORCE_FIRST_CONFIG"),
            "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG")}   # cutile not at its table
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -256,6 +262,7 @@ class Runner:
         self.infos, self.unavailable = {}, {}
         self.tuning = None                 # bench.tilegym_tuning.Tuning, when TileGym's choices are recorded
         self.tilegym_called = False        # TileGym ran once in this process (its configs are compiled)
+        self.vllm_tuning = None            # bench.vllm_tuning.Tuning, when vLLM's autotune picks are recorded
         self.graphs = False                # also time each forward replayed from a CUDA graph (--graphs)
         self.doc = {"schema": SCHEMA, "group": group.name, "note": group.note,
                     "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -304,6 +311,14 @@ class Runner:
                 else:
                     os.environ["TILEGYM_DISABLE_AUTOTUNE"] = saved
 
+    def timed_calls(self, impl: str, info, sets: list, chunk: int) -> list:
+        """One zero-argument call per input set, what the timings run. vLLM's chunk metadata and `out`
+        are built here, outside the timed region (kernels.peers.vllm.prepared)."""
+        if impl == "vllm" and info.fn.__module__ == "kernels.peers.vllm":
+            from kernels.peers import vllm
+            return [vllm.prepared(**kw, chunk_size=chunk) for kw in sets]
+        return [functools.partial(self.call, info, kw, chunk) for kw in sets]
+
     def tilegym_estimate(self, shape: Shape, chunk: int) -> float:
         """Seconds TileGym's first call at (shape, chunk) may take: its tuning compiles every config once
         per process, so only the first tuning is long (tg128, 2026-11-30: 157 s, then 9.9 s)."""
@@ -347,10 +362,14 @@ class Runner:
                     _sync(self.device)
                     if impl == "tilegym" and self.tuning is not None:
                         self.tuning.context = {"shape": shape.id, "chunk": chunk}
+                    tuned_before = self.vllm_tuning.tuned_since_install() if impl == "vllm" and self.vllm_tuning else 0
                     t = time.monotonic()
                     y = self.call(info, sets[0], chunk)
                     _sync(self.device)
                     r["first_call_s"] = round(time.monotonic() - t, 2)
+                    if impl == "vllm" and self.vllm_tuning is not None:
+                        r["tuning"] = ("tuned" if self.vllm_tuning.tuned_since_install() > tuned_before
+                                       else "recorded")
                     if impl == "tilegym":
                         self.tilegym_called = True
                         if self.tuning is not None:
@@ -370,12 +389,13 @@ class Runner:
                     del y_small
                     r["ok"] = (r["err_f64_small"] <= TOL_F64[shape.dtype]
                                and r["err_vs_anchor"] <= TOL_VS_BASELINE)
-                    it = itertools.cycle(sets)
-                    r.update(bench_ms(lambda: self.call(info, next(it), chunk), self.device))
-                    r["host_ms"] = host_ms(lambda: self.call(info, next(it), chunk), self.device)
+                    timed = self.timed_calls(impl, info, sets, chunk)
+                    it = itertools.cycle(timed)
+                    r.update(bench_ms(lambda: next(it)(), self.device))
+                    r["host_ms"] = host_ms(lambda: next(it)(), self.device)
                     if self.graphs:
                         try:
-                            g = graph_ms(lambda: self.call(info, sets[0], chunk), self.device)
+                            g = graph_ms(timed[0], self.device)
                             r.update(graph_ms=g["ms"], graph_ms_p20=g["ms_p20"], graph_ms_p80=g["ms_p80"])
                         except Exception as e:   # a capture that fails says why; the eager figure stands
                             r["graph_error"] = f"{type(e).__name__}: {str(e)[:300]}"
@@ -440,10 +460,15 @@ class Runner:
                 log(f"aborted: {self.doc['aborted']}")
                 self.save()
                 return
+            if self.vllm_tuning is not None:
+                self.doc["vllm_tuning"]["saved"] = self.vllm_tuning.save()
             self.save()
         if "mamba-ssm" in self.infos:
             from kernels.peers import mamba_ssm
             self.doc["env"]["mamba_ssm"] = mamba_ssm.version()
+        if "vllm" in self.infos:
+            from kernels.peers import vllm
+            self.doc["env"]["vllm"] = vllm.version()
         self.doc["complete"] = all("skipped" not in s for s in self.doc["shapes"])
         self.save()
 
@@ -497,15 +522,19 @@ def main(argv=None) -> int:
     ap.add_argument("--tilegym-tuning", default=None, metavar="FILE",
                     help="TileGym's recorded tuning choices (bench/tilegym_tuning.py): read if present, updated "
                          "after each new tuning, so a later run skips the 2-3 minutes per shape")
+    ap.add_argument("--vllm-tuning", default=None, metavar="FILE",
+                    help="vLLM's recorded autotune picks (bench/vllm_tuning.py): read if present, updated after "
+                         "each shape, so a later run skips vLLM's autotuning")
     ap.add_argument("--graphs", action="store_true",
                     help="also time each forward captured in a CUDA graph and replayed (graph_ms: no host launches)")
     ap.add_argument("--allow-untuned", action="store_true",
-                    help="run even with TILEGYM_DISABLE_AUTOTUNE or MAMBA_DETERMINISTIC set (recorded in the JSON)")
+                    help="run even with TILEGYM_DISABLE_AUTOTUNE, MAMBA_DETERMINISTIC or "
+                         "VLLM_TRITON_FORCE_FIRST_CONFIG set (recorded in the JSON)")
     args = ap.parse_args(argv)
     if args.list or not args.group:
         print(describe())
         return 0 if args.list else 2
-    for var in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC"):
+    for var in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC", "VLLM_TRITON_FORCE_FIRST_CONFIG"):
         if switched_on(var) and not args.allow_untuned:
             print(f"bench.race: {var} is set; the race times autotuned peers. Unset it (or pass --allow-untuned).",
                   file=sys.stderr)
@@ -528,6 +557,14 @@ def main(argv=None) -> int:
                                             "usable": sum(map(runner.tuning.usable, runner.tuning.entries.values()))}
         except Exception as e:   # TileGym missing: the race reports it unavailable as before
             runner.doc["tilegym_tuning"] = {"file": args.tilegym_tuning, "error": f"{type(e).__name__}: {e}"}
+    if args.vllm_tuning and "vllm" in impls:
+        try:
+            from bench import vllm_tuning
+            runner.vllm_tuning = vllm_tuning.install(args.vllm_tuning)
+            runner.doc["vllm_tuning"] = {"file": args.vllm_tuning, "loaded": len(runner.vllm_tuning.entries),
+                                         "installed": runner.vllm_tuning.installed}
+        except Exception as e:   # vLLM's fragment missing: the race reports it unavailable
+            runner.doc["vllm_tuning"] = {"file": args.vllm_tuning, "error": f"{type(e).__name__}: {e}"}
     runner.run(shapes)
     print(summary_table(runner.doc), flush=True)
     print(f"wrote {runner.out_path} ({runner.elapsed():.0f}s)", flush=True)

@@ -12,6 +12,11 @@ Costs that size a group (H200, first run on a fresh machine):
   2-3 min per (shape, chunk size) (measured on the H200: reports/2026-11-30-race.md). Hence TileGym
   runs on 6 shapes only, in the `tg*` groups, at chunk size 64 (the faster one at both shapes where
   TileGym's own README measured both).
+* vLLM: `launch_autotuned` autotunes each of its five kernels per key on first use (cumsum: chunk
+  size, nheads; chunk state and scan: chunk size, headdim, dstate; C^T B: chunk size, dstate; state
+  passing: headdim*dstate), about 50 configs per chunk size: a few minutes per dstate on a fresh
+  machine, hence the `v*` groups split by (dstate, nheads), with mamba_ssm (the anchor) and cutile in
+  the same process. `--vllm-tuning FILE` records the picks (bench/vllm_tuning.py): a later run skips it.
 * the rest: about 1 s per (shape, implementation, chunk size) for checks and timing.
 """
 from __future__ import annotations
@@ -76,6 +81,16 @@ def grid(dstates=DSTATES, nheads=NHEADS, ngroups=NGROUPS, seqs=SEQS) -> tuple[Sh
     return tuple(Shape(b, l, h, n, g) for n in dstates for h in nheads for g in ngroups for (b, l) in seqs)
 
 
+def _vllm_group(n: int, h: int) -> Group:
+    """The 10 shapes of (dstate n, h heads); with 32 heads TileGym joins at its 2 shapes of the tg group
+    (chunk 64, from --tilegym-tuning), so all four race in one process there."""
+    tg = _tilegym_group(n).tilegym_shapes if h == 32 else ()
+    return Group(f"v{n}h{h}", grid(dstates=(n,), nheads=(h,)), ("mamba-ssm", "vllm", "cutile", "tilegym"),
+                 chunks={"tilegym": (64,)}, tilegym_shapes=tg, est_min=7.0 if tg else 6.0,
+                 note=f"vLLM autotuned as shipped at the 10 shapes of dstate {n}, {h} heads, chunk 64/128/256, "
+                      f"beside mamba_ssm and cutile{' (and TileGym at its 2 shapes)' if tg else ''}")
+
+
 def _tilegym_group(n: int) -> Group:
     shapes = (Shape(8, 2048, 32, n, 1), Shape(2, 32768, 32, n, 1))
     return Group(f"tg{n}", shapes, IMPLS, chunks={"tilegym": (64,)},
@@ -92,12 +107,17 @@ GROUPS: dict[str, Group] = {
                       note=f"all 20 shapes of dstate {n}: mamba_ssm and cutile at chunk 64/128/256")
        for n in DSTATES},
     **{f"tg{n}": _tilegym_group(n) for n in DSTATES},
+    **{f"v{n}h{h}": _vllm_group(n, h) for n in DSTATES for h in NHEADS},
+    "vsmoke": Group("vsmoke", (Shape(2, 2048, 32, 64, 1),), ("mamba-ssm", "vllm"),
+                    chunks={"mamba-ssm": (64,), "vllm": (64,)}, est_min=3.0,
+                    note="end-to-end check of vLLM in the bench: vLLM (autotuned) and mamba_ssm at one small shape"),
     "tgchunk": Group("tgchunk", (Shape(4, 8192, 32, 128, 1),), IMPLS, chunks={"tilegym": (64, 128)},
                      tilegym_shapes=(Shape(4, 8192, 32, 128, 1).id,), est_min=5.0,
                      note="TileGym at chunk 64 and 128 on one shape: checks the chunk-64 choice of the tg groups"),
 }
 
-ORDER = ("smoke", "tg128", "n128", "tg64", "n64", "tg256", "n256", "tgchunk")
+ORDER = ("smoke", "tg128", "n128", "tg64", "n64", "tg256", "n256", "tgchunk", "vsmoke",
+         *(f"v{n}h{h}" for n in DSTATES for h in NHEADS))
 
 
 def describe() -> str:

@@ -6,6 +6,10 @@ same clear error whichever implementation is under test:
     x (b, l, h, p)   dt (b, l, h)   A (h)   B, C (b, l, g, n) with g | h
     D (h) or (h, p)  z like x       dt_bias (h)   initial_states (b, h, p, n)
     seq_idx (b, l) integer, non-decreasing from 0    cu_seqlens (num_seqs + 1) integer
+
+With cu_seqlens, seq_idx must change exactly where cu_seqlens starts a (non-empty) sequence, and
+initial_states may instead hold one state per packed sequence, (num_seqs, h, p, n) (vLLM's and
+FlashInfer's convention, option `varlen_initial_states`; batch 1 and seq_idx, as for varlen states).
 """
 from __future__ import annotations
 
@@ -75,7 +79,7 @@ def check_ssd_args(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, ini
     if dt_bias is not None:
         _tensor("dt_bias", dt_bias, (h,))
     if initial_states is not None:
-        _tensor("initial_states", initial_states, (b, h, p, n))
+        _check_initial_states(initial_states, (b, h, p, n), cu_seqlens, seq_idx)
     if seq_idx is not None:
         _tensor("seq_idx", seq_idx, (b, l), floating=False)
     if not (isinstance(dt_limit, (tuple, list)) and len(dt_limit) == 2):
@@ -117,6 +121,40 @@ def check_ssd_args(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, ini
         c = cu_seqlens.detach().cpu()
         if int(c[0]) != 0 or int(c[-1]) != l or bool((c[1:] < c[:-1]).any()):
             _fail("cu_seqlens", f"non-decreasing offsets from 0 to seqlen={l}", str(c.tolist()))
+        if seq_idx is not None:
+            _check_agreement(seq_idx, c)
+
+
+def _check_initial_states(initial_states, row_shape: tuple, cu_seqlens, seq_idx) -> None:
+    """(b, h, p, n), or with cu_seqlens one state per packed sequence (num_seqs, h, p, n)."""
+    b, h, p, n = row_shape
+    num_seqs = cu_seqlens.numel() - 1 if isinstance(cu_seqlens, torch.Tensor) and cu_seqlens.dim() == 1 else None
+    got = initial_states.shape if isinstance(initial_states, torch.Tensor) else None
+    if num_seqs is None or got is None or got[0] == b or got[1:] != (h, p, n):
+        _tensor("initial_states", initial_states, row_shape)
+        return
+    if got[0] != num_seqs:
+        _fail("initial_states", f"shape {row_shape} (one per row) or ({num_seqs}, {h}, {p}, {n}) "
+              f"(one per cu_seqlens sequence)", _shape(initial_states))
+    if b != 1:
+        _fail("x", "batch == 1 with one initial state per cu_seqlens sequence", f"batch={b}")
+    if seq_idx is None:
+        _fail("seq_idx", "a tensor with one initial state per cu_seqlens sequence (states reset only "
+              "where seq_idx changes)", "None")
+    _tensor("initial_states", initial_states, (num_seqs, h, p, n))
+
+
+def _check_agreement(seq_idx: torch.Tensor, cu: torch.Tensor) -> None:
+    """seq_idx must change exactly where cu_seqlens starts a non-empty sequence (labels are free)."""
+    l = seq_idx.shape[1]
+    starts = sorted({int(v) for v in cu.tolist()} - {0, l})
+    s = seq_idx.detach().cpu()
+    for row in range(s.shape[0]):
+        changes = (torch.nonzero(s[row, 1:] != s[row, :-1]).flatten() + 1).tolist()
+        if changes != starts:
+            _fail("seq_idx", f"to change exactly where cu_seqlens starts a sequence (positions {starts}; "
+                  f"cu_seqlens={cu.tolist()})", f"changes at {changes[:16]}{' ...' if len(changes) > 16 else ''}"
+                  f"{f' in row {row}' if s.shape[0] > 1 else ''}")
 
 
 def unpack_returns(out, final_states, varlen_states, return_final_states, return_varlen_states):

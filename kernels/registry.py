@@ -3,7 +3,7 @@
 A `KernelInfo` says what an implementation supports; strategies read it so a kernel is only given
 problems it claims to handle, and `check_supported` turns anything else into a clear error.
 
-Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`), an import
+Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`, `vllm`), an import
 path `package.module:function` for any user revision, or a file `path/to/file.py:function` (relative
 to the current directory). Such a function declares its capabilities
 with a `KernelInfo` in its `ssd_info` attribute; without one it gets `default_info`, which assumes the
@@ -38,13 +38,19 @@ ALL_OPTIONS = frozenset({
     "ngroups",         # ngroups > 1 (ngroups == 1 is always allowed)
     "dt_input_dtype",  # dt in x's dtype instead of float32
 })
+# Conventions beyond mamba_ssm's own: declared explicitly, never assumed (ALL_OPTIONS is the default).
+EXTENSIONS = frozenset({
+    "varlen_initial_states",  # with cu_seqlens: initial_states (num_seqs, h, p, n), one per sequence (vLLM)
+})
 # The argument of mamba_chunk_scan_combined that turns each option on, for error messages.
 OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "dt_softplus": "dt_softplus",
                    "dt_limit": "dt_limit", "initial_states": "initial_states",
                    "final_states": "return_final_states", "seq_idx": "seq_idx",
-                   "varlen_states": "return_varlen_states", "ngroups": "B", "dt_input_dtype": "dt"}
+                   "varlen_states": "return_varlen_states", "ngroups": "B", "dt_input_dtype": "dt",
+                   "varlen_initial_states": "initial_states"}
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 MATMULS = ("ieee", "tf32", "tf32-trunc")   # what fp32 matmul operands become; the yardstick models each
+EXPS = ("ieee", "fast")   # the decays' exp: libdevice expf, or exp2(x*log2 e) on ex2.approx.f32 (vLLM's fast_exp)
 STAGE_NAMES = ("chunk_cumsum", "chunk_state", "state_passing", "chunk_state_and_passing", "chunk_scan")
 # Inputs of the contract that have a gradient (keys of a backward's result), in mamba_ssm's order.
 GRAD_INPUTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
@@ -141,6 +147,7 @@ class KernelInfo:
     device: str = "cuda"                     # "cuda", "cpu" or "any"
     state_dtype: str = "fp32"                # chunk states stored in fp32 or the input dtype
     matmul: str = "ieee"                     # fp32 operands: one of MATMULS (tf32 rounds, tf32-trunc cuts)
+    exp: str = "ieee"                        # the decays' exp: one of EXPS; the yardstick models each
     bitwise_batch_invariant: bool = False
     deterministic: bool = True
     deviations: tuple[Deviation, ...] = ()   # known bugs, declared (Deviation)
@@ -152,10 +159,10 @@ class KernelInfo:
     backward: Backward | None = None         # None: forward only (no gradient properties run)
 
     def __post_init__(self):
-        unknown = set(self.options) - ALL_OPTIONS
+        unknown = set(self.options) - ALL_OPTIONS - EXTENSIONS
         if unknown:
             raise ValueError(f"KernelInfo({self.name!r}).options: unknown {sorted(unknown)}; "
-                             f"known: {sorted(ALL_OPTIONS)}")
+                             f"known: {sorted(ALL_OPTIONS | EXTENSIONS)}")
         bad = set(self.dtypes) - set(ALL_DTYPES)
         if bad:
             raise ValueError(f"KernelInfo({self.name!r}).dtypes: unknown {sorted(bad)}; known {ALL_DTYPES}")
@@ -176,6 +183,8 @@ class KernelInfo:
                 raise ValueError(f"KernelInfo({self.name!r}).backward: expected a Backward or None, "
                                  f"got {type(self.backward).__name__}")
             self.backward.check(self.name, self.options)
+        if self.exp not in EXPS:
+            raise ValueError(f"KernelInfo({self.name!r}).exp: expected one of {EXPS}, got {self.exp!r}")
 
     def supports(self, option: str) -> bool:
         return option in self.options
@@ -250,7 +259,7 @@ def check_supported(info: KernelInfo, *, dtype: str, chunk_size: int, seqlen: in
 
 def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
                     initial_states=None, seq_idx=None, return_final_states=False,
-                    return_varlen_states=False, dt=None, x=None) -> set[str]:
+                    return_varlen_states=False, dt=None, x=None, cu_seqlens=None) -> set[str]:
     """The contract options a concrete call uses, named as in ALL_OPTIONS."""
     used = set()
     if D is not None:
@@ -263,6 +272,9 @@ def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit
             used.add(name)
     if dt is not None and x is not None and dt.dtype != torch.float32 and dt.dtype == x.dtype:
         used.add("dt_input_dtype")
+    if (initial_states is not None and cu_seqlens is not None and x is not None
+            and initial_states.shape[0] != x.shape[0]):  # one per sequence (the contract checked the count)
+        used.add("varlen_initial_states")
     return used
 
 
@@ -280,7 +292,8 @@ def check_call(info: KernelInfo, x, dt, A, B, C, chunk_size, D=None, z=None, dt_
                     options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit,
                                             initial_states=initial_states, seq_idx=seq_idx,
                                             return_final_states=return_final_states,
-                                            return_varlen_states=return_varlen_states, dt=dt, x=x))
+                                            return_varlen_states=return_varlen_states, dt=dt, x=x,
+                                            cu_seqlens=cu_seqlens))
 
 
 # Registered short names -> "module:attribute" of their KernelInfo; imported lazily so that a
@@ -290,6 +303,7 @@ _REGISTERED: dict[str, str] = {
     "cutile": "kernels.cutile:INFO",
     "tilegym": "kernels.peers.tilegym:INFO",
     "mamba-ssm": "kernels.peers.mamba_ssm:INFO",
+    "vllm": "kernels.peers.vllm:INFO",
 }
 
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.contract import check_ssd_args, unpack_returns
+from oracles.per_sequence import is_per_sequence, per_sequence_runs
 
 
 def _chunked(t, chunk_size):
@@ -188,6 +189,11 @@ def ssd_chunked_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
+    if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
+        return per_sequence_runs(ssd_chunked_f64, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
+                                 dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
+                                 dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
+                                 return_varlen_states=return_varlen_states)
     dA_cumsum, dt_out = chunk_cumsum_f64(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit)
     states = chunk_state_f64(B, x, dt_out, dA_cumsum, seq_idx)
     states_in, final_states = state_passing_f64(states, dA_cumsum, initial_states, seq_idx)

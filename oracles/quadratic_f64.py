@@ -14,6 +14,7 @@ import math
 import torch
 
 from kernels.contract import check_ssd_args, unpack_returns
+from oracles.per_sequence import is_per_sequence, per_sequence_runs
 
 
 def _dt_processed(dt, dt_bias, dt_softplus, dt_limit):
@@ -86,6 +87,11 @@ def ssd_quadratic_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, 
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
+    if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
+        return per_sequence_runs(ssd_quadratic_f64, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
+                                 dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
+                                 dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
+                                 return_varlen_states=return_varlen_states)
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     heads_per_group = h // g

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.contract import check_ssd_args, unpack_returns
+from oracles.per_sequence import is_per_sequence, per_sequence_runs
 
 
 def _step_sizes(dt, dt_bias, dt_softplus, dt_limit):
@@ -88,6 +89,11 @@ def ssd_recurrence_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
+    if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
+        return per_sequence_runs(ssd_recurrence_f64, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
+                                 dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
+                                 dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
+                                 return_varlen_states=return_varlen_states)
     b, l, h, p = x.shape
     n = B.shape[-1]
     step = _step_sizes(dt, dt_bias, dt_softplus, dt_limit)

@@ -9,19 +9,22 @@ kernel is held to  err_impl <= k * err_yardstick + floor.  Precision model (mamb
     one k at a time (see `_mm`);
   - chunk states are fp32; with state_dtype="input" the states entering each chunk are rounded to
     x.dtype before the scan stage (mamba_ssm's _state_passing_fwd(out_dtype=C.dtype), TileGym);
-  - out is returned in x.dtype, final_states in fp32, varlen_states in the state dtype.
+  - out is returned in x.dtype, final_states in fp32, varlen_states in the state dtype;
+  - every decay is torch.exp in fp32, or with exp="fast" vLLM's fast_exp (`_fast_exp`).
 
 FROZEN: its numbers define the budget, so never edit it to make a kernel pass. It is deterministic
 (no atomics, no backend flags, fixed accumulation order) and shares no numerical code with oracles/.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 
 from kernels.contract import check_ssd_args, unpack_returns
+from oracles.per_sequence import is_per_sequence, per_sequence_runs
 
 _F32 = torch.float32
 
@@ -43,6 +46,20 @@ def _truncate_tf32(t):
 
 _TF32 = {"ieee": None, "tf32": _round_tf32, "tf32-trunc": _truncate_tf32}
 MATMULS = tuple(_TF32)
+
+_LOG2E = torch.tensor(1.4426950408889634, dtype=_F32)   # Triton makes the constexpr an fp32 operand
+FAST_EXP_ULPS = 2   # ex2.approx.f32's own error, as ulps toward zero (scripts/gpu_fast_exp_check.py measures it)
+
+
+def _fast_exp(t):
+    """vLLM's fast_exp (triton_helpers.py: exp2(LOG2E * x) on ex2.approx.f32) in fp32: the product's
+    rounding, an error of |x| * 2^-24 relative that grows with the decay, then exp2, then the
+    approximation's error as FAST_EXP_ULPS ulps toward zero (one sign: it compounds along a chain)."""
+    return torch.exp2(t.to(_F32) * _LOG2E) * (1.0 - FAST_EXP_ULPS * 2.0 ** -24)
+
+
+_EXP = {"ieee": torch.exp, "fast": _fast_exp}
+EXPS = tuple(_EXP)
 
 
 def _operand(t, dtype, tf32):
@@ -103,9 +120,9 @@ def _discretize(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit):
     return dt_c, _fp32_cumsum(dt_c * A.to(_F32)[:, None, None])
 
 
-def _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32):
+def _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32, ex=torch.exp):
     """Per-chunk states from zero: xs (b,c,L,h,p), Bs (b,c,L,h,n) fp32 -> (b,c,h,p,n) fp32."""
-    scale = torch.exp(acs[..., -1:] - acs) * dt_c  # (b,h,c,L)
+    scale = ex(acs[..., -1:] - acs) * dt_c  # (b,h,c,L)
     if seq_s is not None:
         scale = scale * (seq_s == seq_s[..., -1:])[:, None]
     Bw = Bs * scale.permute(0, 2, 3, 1)[..., None]
@@ -113,9 +130,9 @@ def _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32):
     return _mm(_operand(xT, dtype, tf32), _operand(Bw.permute(0, 1, 3, 2, 4), dtype, tf32))
 
 
-def _pass_states(states, acs, h0, seq_s, seq_before):
+def _pass_states(states, acs, h0, seq_s, seq_before, ex=torch.exp):
     """Sequential fp32 carry over chunks -> (entering (b,c,h,p,n), final (b,h,p,n))."""
-    scale = torch.exp(acs[..., -1])  # (b,h,c)
+    scale = ex(acs[..., -1])  # (b,h,c)
     if seq_s is not None:
         scale = scale * (seq_s[..., -1] == seq_before)[:, None]
     carry = h0
@@ -126,26 +143,26 @@ def _pass_states(states, acs, h0, seq_s, seq_before):
     return torch.stack(entering, dim=1), carry
 
 
-def _scan(xs, Bs, Cs, dt_c, acs, entering, seq_s, seq_before, dtype, tf32):
+def _scan(xs, Bs, Cs, dt_c, acs, entering, seq_s, seq_before, dtype, tf32, ex=torch.exp):
     """Chunk outputs (b,c,L,h,p) fp32: entering-state term, then the intra-chunk term on top."""
     Ch = Cs.permute(0, 1, 3, 2, 4)  # (b,c,h,L,n)
     cb = _mm(_operand(Ch, dtype, tf32), _operand(Bs.permute(0, 1, 3, 4, 2), dtype, tf32))  # (b,c,h,L,S)
     L = dt_c.shape[-1]
     keep = torch.ones(L, L, dtype=torch.bool, device=dt_c.device).tril()[None, None, None]
     a = acs.permute(0, 2, 1, 3)  # (b,c,h,L)
-    into = torch.exp(a)
+    into = ex(a)
     if seq_s is not None:
         keep = keep & (seq_s[:, :, :, None] == seq_s[:, :, None, :])[:, :, None]
         into = into * (seq_s == seq_before[..., None])[:, :, None]
     expo = torch.where(keep, a[..., :, None] - a[..., None, :], torch.full((), -math.inf, device=a.device))
-    scores = cb * torch.exp(expo) * dt_c.permute(0, 2, 1, 3)[..., None, :]
+    scores = cb * ex(expo) * dt_c.permute(0, 2, 1, 3)[..., None, :]
     acc = _mm(_operand(Ch, dtype, tf32), _operand(entering.transpose(-1, -2), dtype, tf32))
     acc = acc * into[..., None]  # (b,c,h,L,p)
     acc = _mm(_operand(scores, dtype, tf32), _operand(xs.permute(0, 1, 3, 2, 4), dtype, tf32), acc)
     return acc.permute(0, 1, 3, 2, 4)
 
 
-def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
+def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32, ex=torch.exp):
     """varlen states (num_seqs,h,p,n) in the state dtype: each sequence's own tokens in the chunk of
     its last token plus the state entering that chunk when it belongs to the sequence (it began
     before the chunk, or it starts at token 0 and the state is initial_states). Sequences are
@@ -155,8 +172,8 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
     pos = torch.arange(l, device=xs.device)
     seq = torch.bucketize(pos, cu_seqlens[1:].to(pos.dtype), right=True)[None]
     seq_s, before = _seq_split(seq - seq[:, :1], L)
-    states = _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32)
-    entering, _ = _pass_states(states, acs, h0, seq_s, before)
+    states = _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32, ex)
+    entering, _ = _pass_states(states, acs, h0, seq_s, before, ex)
     entering = entering.to(state_dtype)
     bounds = [int(v) for v in cu_seqlens.tolist()]
     out = []
@@ -167,12 +184,12 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
             c, last = divmod(end - 1, L)
             first = max(start - c * L, 0)
             a = acs[0, :, c]  # (h, L)
-            w = torch.exp(a[:, last:last + 1] - a[:, first:last + 1]) * dt_c[0, :, c, first:last + 1]
+            w = ex(a[:, last:last + 1] - a[:, first:last + 1]) * dt_c[0, :, c, first:last + 1]
             Bw = Bs[0, c, first:last + 1] * w.T[..., None]  # (k,h,n)
             acc = _mm(_operand(xs[0, c, first:last + 1].permute(1, 2, 0), dtype, tf32),
                       _operand(Bw.permute(1, 0, 2), dtype, tf32))
             if start < c * L or start == 0:
-                acc = acc + entering[0, c].to(_F32) * torch.exp(a[:, last])[:, None, None]
+                acc = acc + entering[0, c].to(_F32) * ex(a[:, last])[:, None, None]
         out.append(acc)
     return torch.stack(out, dim=0).to(state_dtype)
 
@@ -180,9 +197,9 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32):
 def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                   seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf),
                   return_final_states=False, return_varlen_states=False, *, state_dtype="fp32",
-                  matmul="ieee"):
+                  matmul="ieee", exp="ieee"):
     """Chunked SSD in x.dtype working precision, mamba_chunk_scan_combined's signature plus
-    state_dtype ("fp32" | "input") and matmul ("ieee" | "tf32" | "tf32-trunc").
+    state_dtype ("fp32" | "input"), matmul ("ieee" | "tf32" | "tf32-trunc") and exp ("ieee" | "fast").
 
     x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n), D (h) or (h,p), z (b,l,h,p), dt_bias (h),
     initial_states (b,h,p,n), seq_idx (b,l), cu_seqlens (num_seqs+1).
@@ -192,11 +209,19 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
                    return_varlen_states=return_varlen_states)
+    if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
+        each = functools.partial(ssd_yardstick, state_dtype=state_dtype, matmul=matmul, exp=exp)
+        return per_sequence_runs(each, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
+                                 dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
+                                 dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
+                                 return_varlen_states=return_varlen_states)
     if state_dtype not in ("fp32", "input"):
         raise ValueError(f"state_dtype: expected 'fp32' or 'input', got {state_dtype!r}")
     if matmul not in _TF32:
         raise ValueError(f"matmul: expected one of {MATMULS}, got {matmul!r}")
-    dtype, tf32 = x.dtype, _TF32[matmul]
+    if exp not in _EXP:
+        raise ValueError(f"exp: expected one of {EXPS}, got {exp!r}")
+    dtype, tf32, ex = x.dtype, _TF32[matmul], _EXP[exp]
     sdtype = _F32 if state_dtype == "fp32" else dtype
     b, l, h, p = x.shape
     n = B.shape[-1]
@@ -208,10 +233,10 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
     if seq_idx is not None:
         seq_s, before = _seq_split(seq_idx, chunk_size)
     h0 = x.new_zeros(b, h, p, n, dtype=_F32) if initial_states is None else initial_states.to(_F32)
-    states = _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32)
-    entering, final = _pass_states(states, acs, h0, seq_s, before)
+    states = _chunk_states(xs, Bs, dt_c, acs, seq_s, dtype, tf32, ex)
+    entering, final = _pass_states(states, acs, h0, seq_s, before, ex)
     entering = entering.to(sdtype).to(_F32)  # state_dtype="input": rounded between the stages
-    y = _scan(xs, Bs, Cs, dt_c, acs, entering, seq_s, before, dtype, tf32).reshape(b, -1, h, p)[:, :l]
+    y = _scan(xs, Bs, Cs, dt_c, acs, entering, seq_s, before, dtype, tf32, ex).reshape(b, -1, h, p)[:, :l]
     if D is not None:
         Df = D.to(_F32)
         y = y + x.to(_F32) * (Df[:, None] if Df.dim() == 1 else Df)
@@ -220,5 +245,5 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
         y = y * (zf * torch.sigmoid(zf))
     varlen = None
     if return_varlen_states:
-        varlen = _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, sdtype, dtype, tf32)
+        varlen = _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, sdtype, dtype, tf32, ex)
     return unpack_returns(y.to(dtype), final, varlen, return_final_states, return_varlen_states)

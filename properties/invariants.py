@@ -70,7 +70,8 @@ def run_ref(fn, kwargs: dict) -> dict:
 
 def run_yardstick(info, kwargs: dict) -> dict:
     """The problem in the precision `info` declares (its state dtype and matmul operands)."""
-    return run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul), kwargs)
+    return run_ref(functools.partial(ssd_yardstick, state_dtype=info.state_dtype, matmul=info.matmul,
+                                     exp=info.exp), kwargs)
 
 
 def _result(prop: str, info, problem: SSDProblem, comparisons=(), skipped: str | None = None,
@@ -452,8 +453,40 @@ def prop_finite_under_extreme_decay(info, problem: SSDProblem) -> PropertyResult
     return _result("prop_finite_under_extreme_decay", info, problem, comps)
 
 
+
+def prop_per_sequence_initial_states(info, problem: SSDProblem) -> PropertyResult:
+    """With cu_seqlens, one initial state per packed sequence (option varlen_initial_states): the packed
+    run equals each sequence run alone from its own state (y, varlen states, final states), and matches
+    the float64 oracle within the budget."""
+    if "varlen_initial_states" not in info.options or info.seqlen_multiple_of_chunk:
+        return _result("prop_per_sequence_initial_states", info, problem,
+                       skipped="no per-sequence initial states (varlen_initial_states)")
+    if problem.seqlen < 2:
+        return _outside("prop_per_sequence_initial_states", info, problem, "seqlen 1 cannot be packed")
+    starts = problem.seq_starts or (1 + problem.seed % (problem.seqlen - 1),)
+    problem = problem.replace(batch=1, seq_starts=starts, varlen=True, initial_states=True, final_states=True)
+    kw = problem.inputs(device_for(info))
+    h0 = kw["initial_states"]
+    kw["initial_states"] = torch.cat([h0, _rand_like(h0.expand(len(starts), *h0.shape[1:]), problem.seed + 1)])
+    packed = run(info, kw)
+    ref = run_ref(ssd_chunked_f64, kw)
+    yard = run_yardstick(info, kw)
+    span = decay_span(kw, problem.chunk_size)
+    comps = [compare(n, packed[n], ref[n], dtype=problem.dtype, yardstick=yard[n], decay_span=span) for n in ref]
+    bounds = [0, *starts, problem.seqlen]
+    for j, (a, e) in enumerate(zip(bounds[:-1], bounds[1:])):
+        seg_kw = {**_slice_time(kw, a, e), "return_final_states": True, "initial_states": kw["initial_states"][j:j + 1]}
+        seg_kw.pop("seq_idx", None)
+        seg = run(info, seg_kw)
+        comps.append(compare("y", packed["y"][:, a:e], seg["y"], dtype=problem.dtype))
+        comps.append(compare("varlen_states", packed["varlen_states"][j:j + 1], seg["final_states"],
+                             dtype=problem.dtype))
+    return _result("prop_per_sequence_initial_states", info, problem, comps)
+
+
 PROPERTIES = {f.__name__: f for f in (
     prop_matches_oracle, prop_stages_match_oracle, prop_no_decay_is_linear_attention,
     prop_chunk_size_invariance, prop_split_invariance, prop_causality, prop_batch_invariance,
     prop_group_broadcast, prop_seq_idx_packing, prop_partial_last_chunk, prop_determinism,
+    prop_per_sequence_initial_states,
     prop_linearity, prop_finite_under_extreme_decay)}

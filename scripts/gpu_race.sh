@@ -18,6 +18,12 @@
 #                          TileGym's slot room: below ~85 s it skips TileGym (60 s did, 2026-11-30)
 #   GRAPHS=1               the TileGym groups also time each forward replayed from a CUDA graph
 #                          (bench.race --graphs: the kernels without the host's launches)
+#   V_GROUPS               vLLM's groups (default none; all six: "v64h32 v64h64 v128h32 v128h64 v256h32
+#                          v256h64", each ~6-7 min fresh: run them a few per call), with mamba_ssm and
+#                          cutile (TileGym too in the h32 groups) in the same process
+#   VLLM_TUNING=reports/vllm-tuning-h200.json   vLLM's recorded autotune picks, copied into the
+#                          output folder as vllm-tuning.json, which the race updates: commit that
+#                          copy over VLLM_TUNING to keep new picks
 # Output: DIR/race.tar.gz (every group's JSON and log, stages, the merged tables and plot in one file,
 # rewritten after each step), DIR/tuning.json and DIR/summary.txt (the target table and each step's
 # exit status, also printed).
@@ -46,6 +52,13 @@ step() {   # step NAME LIMIT_S CMD...: run with a hard limit, log to work/NAME.l
 N_GROUPS=${N_GROUPS-n64 n128 n256}
 for g in $N_GROUPS; do
   step "$g" $((N_BUDGET_S + 30)) python3 -m bench.race --group "$g" --out "$DEST/work/race" --budget-s "$N_BUDGET_S"
+done
+V_GROUPS=${V_GROUPS-}
+VLLM_TUNING=${VLLM_TUNING:-reports/vllm-tuning-h200.json}
+[ -n "$V_GROUPS" ] && { [ -f "$VLLM_TUNING" ] && cp "$VLLM_TUNING" "$DEST/vllm-tuning.json"; }
+for g in $V_GROUPS; do
+  step "$g" $((N_BUDGET_S + 200)) python3 -m bench.race --group "$g" --out "$DEST/work/race" \
+    --budget-s "$((N_BUDGET_S + 120))" --tilegym-tuning "$DEST/tuning.json" --vllm-tuning "$DEST/vllm-tuning.json"
 done
 TG_GROUPS=${TG_GROUPS-tg64 tg128 tg256}
 for g in $TG_GROUPS; do

@@ -128,5 +128,6 @@ def collect(config, *, profile: str | None) -> dict:
         "tolerance_policy": tolerance_policy(),
         # switches that change what runs: config overrides, the peers' autotuning
         "env": {k: v for k, v in sorted(os.environ.items())
-                if k.startswith("SSDCHECK_") or k in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC")},
+                if k.startswith("SSDCHECK_") or k in ("TILEGYM_DISABLE_AUTOTUNE", "MAMBA_DETERMINISTIC",
+                                                     "VLLM_TRITON_FORCE_FIRST_CONFIG")},
     }

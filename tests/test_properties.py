@@ -113,6 +113,11 @@ def test_seq_idx_packing(impl, data):
 
 
 @given(data=st.data())
+def test_per_sequence_initial_states(impl, data, ieee_reference_math):
+    check("prop_per_sequence_initial_states", impl, data)
+
+
+@given(data=st.data())
 @triage.examples
 def test_partial_last_chunk(impl, data):
     check("prop_partial_last_chunk", impl, data)

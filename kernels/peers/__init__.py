@@ -1,4 +1,4 @@
-"""Adapters that put the peer implementations under test: `tilegym` and `mamba-ssm`.
+"""Adapters that put the peer implementations under test: `tilegym`, `mamba-ssm` and `vllm`.
 
 Each adapter has exactly `mamba_chunk_scan_combined`'s signature and return convention and a
 `KernelInfo` `INFO` declaring the peer's real capabilities (read from its source; each module says
