@@ -140,11 +140,10 @@ MAPPED = {
     "rows": SSDProblem(batch=3, seqlen=40, nheads=2, headdim=4, dstate=4, chunk_size=16, initial_states=True, D="h"),
     "seq_idx": SSDProblem(batch=2, seqlen=37, nheads=4, headdim=4, dstate=4, ngroups=2, chunk_size=16,
                           initial_states=True, seq_starts=(1, 2, 20), z=True, dt_softplus=True, dt_bias=True),
-    # sequence 0 longer than a chunk: the oracle's varlen state 0 is then the math (varlen_quirk)
+    # packed sequences with varlen states and a row's initial state on sequence 0
     "varlen": SSDProblem(batch=1, seqlen=50, nheads=2, headdim=4, dstate=4, chunk_size=16, initial_states=True,
                          seq_starts=(20, 21, 33), varlen=True),
 }
-assert not MAPPED["varlen"].varlen_quirk()
 
 
 @pytest.mark.parametrize("name", list(MAPPED))
@@ -417,8 +416,7 @@ def test_oracles_agree_on_per_sequence_initial_states():
 
 def test_per_sequence_states_of_a_row_state_and_zeros_equal_the_row_convention():
     """Two independent paths: per-sequence states (h0, 0, 0, 0) run each sequence alone; a row's h0 runs
-    the packed seq_idx algorithm. Sequence 0 is longer than a chunk, so no varlen quirk applies."""
-    assert not PER_SEQ.varlen_quirk()
+    the packed seq_idx algorithm."""
     kw = PER_SEQ.inputs()
     row = ssd_chunked_f64(**kw)
     h0 = kw["initial_states"]
