@@ -467,7 +467,7 @@ def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chun
 def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_after_empty_sequences():
     """The state pass whose chunk-entering states give varlen_states numbers token 0's sequence 0 (it holds
     initial_states), so cu_seqlens starting with empty sequences matches the seq_idx a caller passes
-    (rows start at 0) and needs no second state pass; a seq_idx that disagrees gets one."""
+    (rows start at 0) and needs no second state pass."""
     from bench.host_profile import launches_stubbed
 
     def kernels_run(cu, seq):
@@ -483,4 +483,7 @@ def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_afte
     seq = (torch.arange(128) >= 50).int()
     once = ["chunk_cumsum", "chunk_state", "chunk_scan", "varlen_state"]
     assert kernels_run([0, 0, 50, 128], seq) == once
-    assert kernels_run([0, 60, 128], seq) == once[:3] + ["chunk_state", "varlen_state"]
+    # a seq_idx that disagrees with cu_seqlens is refused by the contract, before any launch
+    from kernels.contract import SSDArgumentError
+    with pytest.raises(SSDArgumentError, match="seq_idx: expected to change exactly where cu_seqlens"):
+        kernels_run([0, 60, 128], seq)
