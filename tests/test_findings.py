@@ -39,11 +39,15 @@ def test_varlen_state0_script_computes_the_math_and_shows_the_bug():
     assert meets == [True, False]   # the first chunk size shows the bug, the second does not
 
 
-def test_varlen_state0_root_cause_line_is_where_the_finding_says():
+def _mamba_tarball() -> str:
     try:
-        tarball = peer_file("mamba-ssm")
+        return peer_file("mamba-ssm")
     except PeerSourceMissing as e:
         pytest.skip(str(e))
+
+
+def test_varlen_state0_root_cause_line_is_where_the_finding_says():
+    tarball = _mamba_tarball()
     s = _script("mamba_ssm_varlen_state0")
     with tarfile.open(tarball) as tf:
         member = next(m for m in tf.getmembers() if m.name.endswith("mamba_ssm/ops/triton/ssd_chunk_state.py"))
@@ -55,10 +59,7 @@ def test_varlen_state0_root_cause_line_is_where_the_finding_says():
 
 
 def test_varlen_state0_script_applies_its_fix_to_a_copy(tmp_path):
-    try:
-        tarball = peer_file("mamba-ssm")
-    except PeerSourceMissing as e:
-        pytest.skip(str(e))
+    tarball = _mamba_tarball()
     s = _script("mamba_ssm_varlen_state0")
     with tarfile.open(tarball) as tf:
         tf.extractall(tmp_path, filter="data")
