@@ -207,3 +207,21 @@ def test_docs_jobs_shows_the_workflow_file_verbatim():
     assert f"```yaml\n{text}```" in jobs, "docs/jobs.md must quote .github/workflows/ssdcheck.yml verbatim"
     variant = text.replace("--max-growth 2", "--max-growth 3")
     assert variant != text and f"```yaml\n{variant}```" not in jobs
+
+
+def _property_step_command(script: str) -> list[str]:
+    """The `ssdcheck test` command of a shell script, with every out/ path reduced to its file name."""
+    cmds = [c for c in shell_commands(script) if c[:4] == ["python3", "-m", "ssdcheck", "test"]]
+    assert len(cmds) == 1, cmds
+    return [re.sub(r"^(out|\$d|\"\$d\")/", "", w).replace('"', "") for w in cmds[0]]
+
+
+def test_the_gate_script_times_the_workflows_property_step():
+    """scripts/gpu_gate.sh, which the gate's committed wall times come from, runs the gpu-gate job's
+    property step as written (only the output folder differs)."""
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu-gate"]["steps"]
+    step = next(s["run"] for s in steps if "ssdcheck test" in s.get("run", ""))
+    script = (ROOT / "scripts" / "gpu_gate.sh").read_text()
+    assert _property_step_command(script) == _property_step_command(step)
+    changed = script.replace("-m \"not slow\"", "-m \"not gpu\"")
+    assert _property_step_command(changed) != _property_step_command(step)
