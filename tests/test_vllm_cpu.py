@@ -337,6 +337,36 @@ def test_a_fast_exp_result_passes_only_against_the_fast_yardstick(output):
     assert not compare(output, 1.02 * fast[output], ref[output], dtype="float32", yardstick=fast[output]).passed
 
 
+def _fast_exp_kernel(ulps: float):
+    """An fp32 implementation declaring exp="fast" whose exp has `ulps` units of 2^-24 of its own error:
+    the yardstick's forward, run with FAST_EXP_ULPS = ulps (the property's yardstick keeps the declared)."""
+    from oracles import yardstick
+
+    def fn(**kw):
+        declared = yardstick.FAST_EXP_ULPS
+        yardstick.FAST_EXP_ULPS = ulps
+        try:
+            return yardstick.ssd_yardstick(**kw, state_dtype="input", matmul="ieee", exp="fast")
+        finally:
+            yardstick.FAST_EXP_ULPS = declared
+    return lookup("torch-ref").replace(name=f"fast_exp-{ulps}", fn=fn, device="cpu", state_dtype="input",
+                                       matmul="ieee", exp="fast")
+
+
+def test_an_fp32_run_within_the_declared_exp_error_passes_and_one_past_it_fails():
+    """The budget is k x the yardstick's error: an exp error up to the declared FAST_EXP_ULPS passes, one
+    k + 1 times the declared fails (LONG_SLOW: the bias compounds over 256 chunks of decays near 1)."""
+    from oracles.yardstick import FAST_EXP_ULPS
+    from properties.invariants import prop_matches_oracle
+    from properties.tolerance import load_policy
+    for ulps in (0, FAST_EXP_ULPS):
+        ok = prop_matches_oracle(_fast_exp_kernel(ulps), LONG_SLOW)
+        assert ok.passed, ok
+    broken = (load_policy().k + 1) * max(FAST_EXP_ULPS, 1)
+    bad = prop_matches_oracle(_fast_exp_kernel(broken), LONG_SLOW)
+    assert not bad.passed and {c.output for c in bad.comparisons if not c.passed} == {"y", "final_states"}
+
+
 # -- the race: vLLM's timed call and its recorded autotune picks -----------------------------------
 
 def test_the_race_times_vllm_through_prepared_calls(monkeypatch):
