@@ -1,5 +1,6 @@
 """vLLM's first-config mode on the CPU: its own force_first_config.py and launch_autotuned, compiled from
-the published tarball, driving a stand-in for Triton's Autotuner (docs/findings/vllm-first-config-dtype.md).
+the published tarball, driving a stand-in for Triton's Autotuner (docs/findings/vllm-first-config-dtype.md);
+and scripts/gpu_vllm.sh's runs, with stand-ins for python3 and scripts/gpu_peers.sh.
 
 The stand-in kernel has the first two configs of `_bmm_chunk_fwd_kernel` (ssd_bmm.py l.17-26) and
 refuses config 0 in fp32 as the H200 did: OutOfResources, 294912 bytes of shared memory = 3 stages x
@@ -8,8 +9,11 @@ refuses config 0 in fp32 as the H200 did: OutOfResources, 294912 bytes of shared
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -175,3 +179,63 @@ def test_first_config_runs_take_one_input_dtype_per_process():
         assert info.dtypes == (dtype,) and info.name == spec and info.fn is adapter.vllm_forward
         assert info.replace(name="vllm", dtypes=adapter.INFO.dtypes) == adapter.INFO
         assert lookup(info.name) == info                  # the name re-runs a failure's repro command
+
+
+# -- scripts/gpu_vllm.sh's orchestration, with stand-ins for python3 and scripts/gpu_peers.sh ------
+
+FAKE_PEERS = """#!/usr/bin/env bash
+# records what gpu_vllm.sh asked of it, and when
+source "$(dirname "$0")/_args.sh" out/x "$@"
+mkdir -p "$DEST/peers"
+{ echo "start $(date +%s.%N)"; env | grep -E '^(IMPLS|WORKERS|PART|TOTAL_S|VLLM_TRITON_FORCE_FIRST_CONFIG|TRITON_CACHE_AUTOTUNING)='
+  sleep 1; echo "end $(date +%s.%N)"; } > "$DEST/peers/asked.txt"
+echo '{}' > "$DEST/peers/report.json"
+"""
+
+
+def _gpu_vllm(tmp_path, mode, python_rc=0):
+    root = Path(__file__).resolve().parents[1]
+    repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
+    (repo / "scripts").mkdir(parents=True)
+    bin_dir.mkdir()
+    for name in ("gpu_vllm.sh", "_args.sh"):
+        shutil.copy(root / "scripts" / name, repo / "scripts" / name)
+    (repo / "scripts" / "gpu_peers.sh").write_text(FAKE_PEERS)
+    (repo / "scripts" / "gpu_peers.sh").chmod(0o755)
+    (bin_dir / "python3").write_text(f"#!/usr/bin/env bash\necho \"python3 $*\"; exit {python_rc}\n")
+    (bin_dir / "python3").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SSDCHECK_GPU_SITE": "/tmp/site", "MODE": mode}
+    proc = subprocess.run(["bash", str(repo / "scripts" / "gpu_vllm.sh"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    return proc, tmp_path / "out"
+
+
+def _asked(folder):
+    lines = (folder / "peers" / "asked.txt").read_text().split("\n")
+    times = {ln.split()[0]: float(ln.split()[1]) for ln in lines if ln.startswith(("start", "end"))}
+    return dict(ln.split("=", 1) for ln in lines if "=" in ln), times
+
+
+def test_gpu_vllm_first_runs_each_dtype_alone_side_by_side(tmp_path):
+    proc, out = _gpu_vllm(tmp_path, "first")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = {d: _asked(out / f"first-{d}") for d in ("float16", "bfloat16", "float32")}
+    for d, (env, _) in runs.items():
+        assert env == {"IMPLS": f"kernels.peers.vllm:BY_DTYPE.{d}", "WORKERS": "5", "PART": "tests",
+                       "TOTAL_S": "480", "VLLM_TRITON_FORCE_FIRST_CONFIG": "1"}, env
+        assert (out / f"first-{d}" / "peers" / "report.md").exists()
+    starts = [t["start"] for _, t in runs.values()]
+    assert max(starts) < min(t["end"] for _, t in runs.values())      # all three at once, not in turn
+
+
+def test_gpu_vllm_shipped_autotunes_with_the_picks_shared(tmp_path):
+    proc, out = _gpu_vllm(tmp_path, "shipped")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    env, _ = _asked(out)
+    assert env == {"IMPLS": "vllm", "PART": "tests", "TOTAL_S": "480", "TRITON_CACHE_AUTOTUNING": "1"}, env
+
+
+def test_gpu_vllm_stops_when_the_fragment_does_not_load(tmp_path):
+    proc, out = _gpu_vllm(tmp_path, "first", python_rc=1)
+    assert proc.returncode == 3 and "vLLM's fragment does not load" in proc.stderr
+    assert not list(out.glob("first-*"))
