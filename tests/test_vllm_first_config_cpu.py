@@ -239,3 +239,28 @@ def test_gpu_vllm_stops_when_the_fragment_does_not_load(tmp_path):
     proc, out = _gpu_vllm(tmp_path, "first", python_rc=1)
     assert proc.returncode == 3 and "vLLM's fragment does not load" in proc.stderr
     assert not list(out.glob("first-*"))
+
+
+# -- the lines the finding cites are in the published files, where it says -------------------------
+
+CITED = [   # (file, line, text on that line), as docs/findings/vllm-first-config-dtype.md cites them
+    (FORCE_FIRST, 41, "key_vals = tuple(kwargs[name] for name in self.keys if name in kwargs)"),
+    (FORCE_FIRST, 42, "cache_key = (id(self), key_vals)"),
+    (FORCE_FIRST, 47, "[cached_idx] if cached_idx is not None else list(range(len(self.configs)))"),
+    (FORCE_FIRST, 71, "if cached_idx is None:"),
+    (FORCE_FIRST, 73, "self.best_config = config"),
+    ("vllm/triton_utils/__init__.py", 33, "if envs.VLLM_TRITON_FORCE_FIRST_CONFIG:"),
+    (HELPERS, 23, '*[getattr(arg, "dtype", None) for arg in kwargs.values()],'),
+    (f"{vllm_files.OPS}/ssd_bmm.py", 18, '{"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64},'),
+    (f"{vllm_files.OPS}/ssd_bmm.py", 19, "num_stages=3,"),
+    (f"{vllm_files.OPS}/ssd_bmm.py", 63, 'key=["chunk_size", "K", "IS_CAUSAL"],'),
+]
+
+
+@pytest.mark.parametrize("rel_path, line, text", CITED, ids=[f"{p.rsplit('/', 1)[-1]}:{n}" for p, n, _ in CITED])
+def test_the_findings_lines_are_where_it_says(rel_path, line, text):
+    try:
+        source, _ = vllm_files.read_source(rel_path)
+    except PeerSourceMissing as e:
+        pytest.skip(f"vLLM's {rel_path} is read from the published tarball: {e}")
+    assert source.splitlines()[line - 1].strip() == text
