@@ -13,10 +13,12 @@
 #   MODE=checks    the fast_exp measurement (scripts/gpu_fast_exp_check.py), the two vLLM reproducers,
 #                  tests/test_vllm_gpu.py; files under DIR/checks (status.txt: each one's exit code)
 #
-# Shipped: every worker autotunes each new key as vLLM does (Triton's timing of every config);
-# TRITON_CACHE_AUTOTUNING=1 keeps each pick in Triton's on-disk cache, so the other workers (and a later
-# run on the same machine) read it instead of timing the configs again; vLLM's compile key
-# (KernelInfo.compile_key) keeps 7 draws in 8 in the triage battery's keys. The time budget holds
+# Shipped: vLLM autotunes each new key as it ships (Triton's timing of every config, ~47 over the five
+# kernels); TRITON_CACHE_AUTOTUNING=1 keeps each pick in Triton's on-disk cache, so the other workers
+# (and a later run on the same machine) read it instead of timing the configs again. The triage
+# battery's keys are tuned first, one process per problem side by side (scripts/gpu_vllm_prime.py,
+# at most PRIME_S=150 s, taken from TOTAL_S; DIR/autotune-prime.txt: what each cost), and vLLM's
+# compile key (KernelInfo.compile_key) keeps 7 draws in 8 in those keys. The time budget holds
 # whatever autotuning costs: a test past its share stops drawing (examples fall, the time does not).
 # First: vLLM's knob keeps its pick per kernel and key values, not per dtype, so fp32 after bf16 at the
 # same key fails (docs/findings/vllm-first-config-dtype.md); a process serving a model has one dtype, so
@@ -31,10 +33,12 @@
 #                  # v256h64), each <= 320 s + setup; commit DIR/vllm-tuning.json over
 #                  # reports/vllm-tuning-h200.json to keep vLLM's autotune picks
 #
-# Knobs (environment): MODE, TOTAL_S=480 (the wall-clock budget of the tests, setup and the loading
-# check not included: ~20 s), and those of scripts/gpu_peers.sh (PART is always tests).
+# Knobs (environment): MODE, TOTAL_S=480 (the wall-clock budget of the tests and, shipped, the
+# autotuning first; setup and the loading check not included: ~20 s), PRIME_S=150, and those of
+# scripts/gpu_peers.sh (PART is always tests).
 # Output for the report: DIR/**/peers/{summary.txt,results.jsonl,report.json,report.md,pytest.log}
-# (MODE=first also DIR/summary.txt, all three dtypes), DIR/checks/*.txt and fast-exp.json.
+# (shipped also DIR/autotune-prime.txt; first also DIR/summary.txt, all three dtypes), DIR/checks/*.txt
+# and fast-exp.json.
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/gpu_vllm "$@"
 cd "$(dirname "$0")/.."
@@ -82,7 +86,12 @@ fi
 export TOTAL_S=${TOTAL_S:-480}
 runs=()
 if [ "$MODE" = shipped ]; then
-  PART=tests IMPLS=vllm TRITON_CACHE_AUTOTUNING=1 scripts/gpu_peers.sh --out "$DEST"
+  export TRITON_CACHE_AUTOTUNING=1
+  t0=$(date +%s)
+  echo "== autotuning the triage battery once (scripts/gpu_vllm_prime.py, at most ${PRIME_S:-150}s)"
+  timeout "${PRIME_S:-150}" python3 scripts/gpu_vllm_prime.py 2>&1 | tee "$DEST/autotune-prime.txt"
+  TOTAL_S=$(( TOTAL_S - ($(date +%s) - t0) ))
+  PART=tests IMPLS=vllm scripts/gpu_peers.sh --out "$DEST"
   runs=("$DEST")
 else
   per=$(( ${WORKERS:-16} / 3 )); [ "$per" -ge 1 ] || per=1
