@@ -83,6 +83,34 @@ def test_vllms_chunk_metadata_cuts_at_sequence_and_physical_chunk_boundaries():
     assert seq_chunks.tolist() == [0, 2, 3, 3, 3]
 
 
+def _expected_chunks(cu: list[int], chunk: int):
+    """The chunking vLLM documents, written out: each sequence cut where the packed position is a
+    multiple of `chunk` (a physical chunk edge) and at its own ends; an empty sequence has no chunk and
+    last_chunk_indices -1."""
+    edges, last, owner = [0], [], []
+    for s, (a, b) in enumerate(zip(cu, cu[1:])):
+        cuts = [a] + [t for t in range(a + 1, b) if t % chunk == 0] + [b] if b > a else [a]
+        for lo, hi in zip(cuts, cuts[1:]):
+            edges.append(hi)
+            owner.append(s)
+        last.append(len(owner) - 1 if b > a else -1)
+    return edges, last, owner
+
+
+def test_vllms_chunk_metadata_matches_the_written_rule_on_random_packings():
+    fn = _vllm_metadata_fn()
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        chunk = (4, 8, 16)[trial % 3]
+        lengths = torch.randint(0, 3 * chunk, (int(torch.randint(1, 7, (1,), generator=g)),), generator=g)
+        lengths[lengths < chunk // 2] = lengths[lengths < chunk // 2] % 2     # many empty and one-token ones
+        if int(lengths.sum()) == 0:
+            lengths[-1] = 1
+        cu = [0] + torch.cumsum(lengths, 0).tolist()
+        cu_chunk, last, seq_chunks = fn(torch.tensor(cu, dtype=torch.int32), chunk)
+        assert (cu_chunk.tolist(), last.tolist(), seq_chunks.tolist()) == _expected_chunks(cu, chunk), (cu, chunk)
+
+
 def test_adapter_metadata_is_vllms_for_the_packing():
     fn = _vllm_metadata_fn()
     seq = torch.tensor([[0] * 3 + [1] * 7, [0] * 10], dtype=torch.int32)
@@ -168,6 +196,30 @@ def test_mapping_with_empty_and_one_token_sequences(cpu_adapter):
     one = ssd_chunked_f64(**{**kw, "return_varlen_states": False, "cu_seqlens": None, "seq_idx": None,
                              **{k: kw[k][:, :1] for k in ("x", "dt", "B", "C")}})[1]
     _close(varlen[0], one[0])   # one-token sequence 0 from h0
+
+
+EMPTY_AND_ONE_TOKEN = {    # cu_seqlens over 24 tokens -> (row_first, row_last): the sequences holding its ends
+    "empty first": ([0, 0, 10, 24], 1, 2),
+    "empty middle": ([0, 10, 10, 24], 0, 2),
+    "empty last": ([0, 10, 24, 24], 0, 1),
+    "one token first, then empty": ([0, 1, 1, 24], 0, 2),
+    "one token last": ([0, 23, 24], 0, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_AND_ONE_TOKEN))
+def test_mapping_of_empty_and_one_token_sequences_matches_the_contract_oracle(cpu_adapter, name):
+    """The row's initial state on the sequence holding its first token, the final state from the one
+    holding its last; y, final and every varlen state against the oracle run with the same cu_seqlens."""
+    cu, first, last = EMPTY_AND_ONE_TOKEN[name]
+    starts = tuple(sorted({c for c in cu[1:-1] if 0 < c < 24}))
+    kw = SSDProblem(batch=1, seqlen=24, nheads=2, headdim=4, dstate=4, chunk_size=16, initial_states=True,
+                    seq_starts=starts, varlen=True).inputs()
+    kw["cu_seqlens"] = torch.tensor(cu, dtype=torch.int32)
+    pk = packing(1, 24, kw["seq_idx"], kw["cu_seqlens"])
+    assert (pk.row_first, pk.row_last) == ((first,), (last,))
+    for g, w, what in zip(cpu_adapter(**kw), ssd_chunked_f64(**kw), ("out", "final", "varlen")):
+        _close(g, w, msg=lambda m, what=what: f"{name} {what}: {m}")
 
 
 def test_per_sequence_initial_states_equal_separate_runs(cpu_adapter):
@@ -335,6 +387,36 @@ def test_a_fast_exp_result_passes_only_against_the_fast_yardstick(output):
     ok = compare(output, fast[output], ref[output], dtype="float32", yardstick=fast[output])
     assert ok.passed, ok.summary()
     assert not compare(output, 1.02 * fast[output], ref[output], dtype="float32", yardstick=fast[output]).passed
+
+
+def _fast_exp_kernel(ulps: float):
+    """An fp32 implementation declaring exp="fast" whose exp has `ulps` units of 2^-24 of its own error:
+    the yardstick's forward, run with FAST_EXP_ULPS = ulps (the property's yardstick keeps the declared)."""
+    from oracles import yardstick
+
+    def fn(**kw):
+        declared = yardstick.FAST_EXP_ULPS
+        yardstick.FAST_EXP_ULPS = ulps
+        try:
+            return yardstick.ssd_yardstick(**kw, state_dtype="input", matmul="ieee", exp="fast")
+        finally:
+            yardstick.FAST_EXP_ULPS = declared
+    return lookup("torch-ref").replace(name=f"fast_exp-{ulps}", fn=fn, device="cpu", state_dtype="input",
+                                       matmul="ieee", exp="fast")
+
+
+def test_an_fp32_run_within_the_declared_exp_error_passes_and_one_past_it_fails():
+    """The budget is k x the yardstick's error: an exp error up to the declared FAST_EXP_ULPS passes, one
+    k + 1 times the declared fails (LONG_SLOW: the bias compounds over 256 chunks of decays near 1)."""
+    from oracles.yardstick import FAST_EXP_ULPS
+    from properties.invariants import prop_matches_oracle
+    from properties.tolerance import load_policy
+    for ulps in (0, FAST_EXP_ULPS):
+        ok = prop_matches_oracle(_fast_exp_kernel(ulps), LONG_SLOW)
+        assert ok.passed, ok
+    broken = (load_policy().k + 1) * max(FAST_EXP_ULPS, 1)
+    bad = prop_matches_oracle(_fast_exp_kernel(broken), LONG_SLOW)
+    assert not bad.passed and {c.output for c in bad.comparisons if not c.passed} == {"y", "final_states"}
 
 
 # -- the race: vLLM's timed call and its recorded autotune picks -----------------------------------

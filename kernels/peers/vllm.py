@@ -35,9 +35,14 @@ Capabilities, from the 0.33.0 sources (vllm/model_executor/layers/mamba/ops/...)
 Autotune: as shipped, each kernel autotunes per key on first use; `_drop_racy_wgmma_configs`
 (ssd_chunk_scan.py l.21-38) drops chunk-scan configs on sm90. VLLM_TRITON_FORCE_FIRST_CONFIG=1 (read by
 vllm/triton_utils/__init__.py l.33 when the fragment is first imported) installs vLLM's own
-force_first_config.py, which takes the first valid config of every Triton autotuner in the process.
+force_first_config.py, which takes the first valid config of every Triton autotuner in the process,
+keeping its pick per kernel and key values but not per dtype: fp32 after bf16 at the same key gets
+bf16's pick, which does not fit (docs/findings/vllm-first-config-dtype.md), so first-config runs take
+one input dtype per process (BY_DTYPE, below).
 """
 from __future__ import annotations
+
+import types
 
 import torch
 
@@ -46,7 +51,7 @@ from kernels.peers import PeerUnavailable, require_cuda
 from kernels.peers.sources import PeerSourceMissing
 from kernels.peers.vllm_files import FragmentMissing, load_chunk_metadata_fn, load_ops
 from kernels.peers.vllm_packing import Packing, packing, sequence_initial_states
-from kernels.registry import ALL_OPTIONS, EXTENSIONS, KernelInfo, check_call
+from kernels.registry import ALL_OPTIONS, EXTENSIONS, KernelInfo, check_call, jit_specialization_key
 
 FIRST_CONFIG_ENV = "VLLM_TRITON_FORCE_FIRST_CONFIG"
 _loaded: dict = {}
@@ -158,9 +163,21 @@ INFO = KernelInfo(
     exp="fast",
     bitwise_batch_invariant=False,
     deterministic=True,
+    # Triton's JIT specialization, which also covers the autotune keys (chunk size, headdim, dstate) but
+    # nheads (the cumsum kernel's, 6 cheap configs): a drawn problem in a battery problem's class
+    # reuses its compiles and, as shipped, its autotune picks
+    compile_key=jit_specialization_key,
     notes=("vLLM 0.33.0 Triton mamba_chunk_scan_combined_varlen from the published fragment; rows and "
            "seq_idx sequences packed; chunk metadata from vLLM's compute_varlen_chunk_metadata; "
            "state_dtype=float32; fast_exp decays; truncating TF32 tl.dot for fp32"),
 )
 
-__all__ = ["FIRST_CONFIG_ENV", "INFO", "chunk_metadata", "prepared", "varlen_call", "version", "vllm_forward"]
+# One input dtype each, for first-config runs (`--impl kernels.peers.vllm:BY_DTYPE.float32`): vLLM's
+# force_first_config caches its pick per kernel and key values without the dtypes, so a process that
+# runs fp16 or bf16 first and then fp32 at the same key fails (docs/findings/vllm-first-config-dtype.md);
+# a process serving one model has one dtype, and so does each first-config process of scripts/gpu_vllm.sh.
+BY_DTYPE = types.SimpleNamespace(**{d: INFO.replace(name=f"kernels.peers.vllm:BY_DTYPE.{d}", dtypes=(d,))
+                                    for d in INFO.dtypes})
+
+__all__ = ["BY_DTYPE", "FIRST_CONFIG_ENV", "INFO", "chunk_metadata", "prepared", "varlen_call", "version",
+           "vllm_forward"]
