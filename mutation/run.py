@@ -765,8 +765,9 @@ def main(argv=None) -> int:
     t = ap.add_argument_group("time to first failure (mutation/ttf.py)")
     t.add_argument("--time-to-failure", action="store_true",
                    help="time each mutant's first failure under the users' fuzz command; append to --results")
-    t.add_argument("--cache", choices=("cold", "warm"), default="cold",
-                   help="cold: empty compile caches per run; warm: each run starts from the unmutated run's caches")
+    t.add_argument("--cache", choices=("empty", "cold", "warm"), default="cold",
+                   help="empty: empty compile caches per run; cold (default): each run starts from the caches the "
+                        "unmutated implementation filled; warm: cold, then each run again from the cache it left")
     t.add_argument("--shard", default="1/1", metavar="I/N", help="run shard I of N of the catalog (default 1/1)")
     t.add_argument("--results", type=Path, default=Path("ttf.jsonl"), metavar="FILE.jsonl",
                    help="records are appended here; runs already in it are skipped (default ttf.jsonl)")

@@ -1,6 +1,6 @@
 """Time to first failure: how soon the users' own fuzz command fails on each mutant, cold and warm.
 
-    python -m mutation.run --time-to-failure --catalog NAME [--cache cold|warm] [--shard I/N]
+    python -m mutation.run --time-to-failure --catalog NAME [--cache empty|cold|warm] [--shard I/N]
            [--jobs J] [--fuzz-seconds F] [--budget-s S] [--total-s T] [--results FILE.jsonl]
     python -m mutation.run --ttf-summary FILE.jsonl [FILE.jsonl ...] [--md OUT.md]
 
@@ -17,12 +17,17 @@ later and is the run's `wall_s`), the examples up to it (of the killing test, an
 so far), the compiles up to it (cuTile's tileiras runs from the ssdcheck plugin's compile timer,
 Triton kernels added to its cache) and the property that failed.
 
-Caches. cold: every run gets an empty cuTile cache and an empty Triton cache (TileGym's autotune
-caches live in the process, so a new process starts without them). warm: first the unmutated
-implementation runs the same command once into a cache (recorded as `(warm-fill)`), then every run
-starts from its own copy of that cache: what a revision finds when the previous one was fuzzed on
-this machine (kernels a mutant does not touch are hits: mutants keep line numbers, our kernels and
-TileGym's copies compile under path-independent names).
+Caches (issue 24's "cold": nothing of the revision under test compiled yet, the unmodified
+implementation's compiles may be cached):
+- empty: every run gets an empty cuTile cache and an empty Triton cache (TileGym's autotune caches
+  live in the process, so a new process starts without them): stricter than cold, a first run on a
+  fresh host.
+- cold: first the unmutated implementation runs the same command once into a cache (recorded as
+  `(warm-fill)`), then every run starts from its own copy of that cache: what a revision finds when
+  the previous one was fuzzed on this machine (kernels a mutant does not touch are hits: mutants keep
+  line numbers, our kernels and TileGym's copies compile under path-independent names).
+- warm: as cold, then each mutant runs again from the cache its cold run left (both runs recorded,
+  as "cold" and "warm"): the revision fuzzed a second time, nothing left to compile.
 
 Shards and resume. The items (the unmutated `(baseline)`, then every non-equivalent mutant in
 catalog order) are dealt round-robin: shard I of N takes items I-1, I-1+N, ... Every shard also
@@ -48,7 +53,7 @@ from pathlib import Path
 from mutation.catalog import Catalog, Mutant, check_catalog, load_catalog
 
 BASELINE, FILL = "(baseline)", "(warm-fill)"
-CACHES = ("cold", "warm")
+CACHES = ("empty", "cold", "warm")
 # The issue's targets (time from the command's start to the first failure printed).
 TARGET_MEDIAN_S = {"tilegym": 15.0}   # per catalog; its kernels cost 3-10 s each to compile cold
 DEFAULT_MEDIAN_S = 10.0
@@ -172,8 +177,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
           f"budget {budget_s:g} s each, {total_s:g} s in all", file=sys.stderr)
     written = []
 
-    def keep(o, m):
-        rec = to_record(o, m, catalog=catalog, cache=cache, shard=shard, jobs=jobs, fuzz_s=fuzz_s,
+    def keep(o, m, label=cache):
+        rec = to_record(o, m, catalog=catalog, cache=label, shard=shard, jobs=jobs, fuzz_s=fuzz_s,
                         budget_s=budget_s, profile=profile)
         append(results, rec)
         written.append(rec)
@@ -192,31 +197,38 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
         common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0),
                       isolation=isolation,
                       peer=catalog.peer, peer_snap=peer_snap, args=args, deadline=deadline)
-        warm = None
-        if cache == "warm":
-            warm = tmp / "warm-cache"
-            fill_env, fill_args = cache_setup(warm)
+        fill_dir = None
+        if cache in ("cold", "warm"):
+            fill_dir = tmp / "fill-cache"
+            fill_env, fill_args = cache_setup(fill_dir)
             fill = execute([None], snap, catalog.impl, jobs=1, setup=lambda i, job: (fill_env, fill_args), **common)[0]
             if fill is None:
-                print("no time left for the warm-cache fill", file=sys.stderr)
+                print("no time left for the unmutated run that fills the cache", file=sys.stderr)
                 return written
             fill.id = FILL
             keep(fill, None)
             if fill.status != "survived":
-                print(f"the unmutated {catalog.impl} fails the command ({fill.status}: {fill.error}): no warm "
-                      f"runs on a cache it filled", file=sys.stderr)
+                print(f"the unmutated {catalog.impl} fails the command ({fill.status}: {fill.error}): no runs on "
+                      f"a cache it filled", file=sys.stderr)
                 return written
+        # each run's cache outlives its job's folder, so that a warm run can start from what its cold run left
+        caches = [tmp / "caches" / str(i) for i in range(len(todo))]
 
         def setup(i, job):
-            d = job.tmp / "cache"
-            if warm is not None:
-                shutil.copytree(warm, d)
-            return cache_setup(d)
+            if fill_dir is not None:
+                shutil.copytree(fill_dir, caches[i])
+            return cache_setup(caches[i])
 
-        def done(o):
-            keep(o, by_id.get(o.id))
+        def done(label):
+            return lambda o: keep(o, by_id.get(o.id), label)
 
-        results_ = execute(todo, snap, catalog.impl, jobs=jobs, setup=setup, progress=done, **common)
+        first = "cold" if cache == "warm" else cache
+        results_ = execute(todo, snap, catalog.impl, jobs=jobs, setup=setup, progress=done(first), **common)
+        if cache == "warm":
+            again = [m for m, r in zip(todo, results_) if r is not None]
+            ran = [c for c, r in zip(caches, results_) if r is not None]
+            results_ = execute(again, snap, catalog.impl, jobs=jobs, setup=lambda i, job: cache_setup(ran[i]),
+                               progress=done("warm"), **common) + [None] * (len(todo) - len(again))
     left = sum(r is None for r in results_)
     if left:
         print(f"{left} run(s) left for lack of time (--total-s {total_s:g}): rerun the same command to do them",

@@ -93,9 +93,31 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
     return tuple(out)
 
 
-def battery(info, gpu: bool, dtype: str | None = None) -> tuple[SSDProblem, ...]:
-    """The battery of `info` (GPU or CPU sizes), optionally of one dtype only."""
-    return tuple(p for p in _battery(info, gpu) if dtype is None or p.dtype == dtype)
+WIDE_BATCH, WIDE_HEADS = 8, 32   # a model layer's production grid: 256+ (batch, head) pairs fill the GPU
+
+
+def _wide_layer(problem: SSDProblem, info) -> SSDProblem | None:
+    """The dtype's model-layer twin at a production grid: batch 8 x 32+ heads, three whole chunks of 64,
+    headdim 64 and dstate 64 or 128, where kernels choose the paths only wide grids take (cuTile's
+    chunk walk). None where the implementation does not declare those sizes."""
+    def declared(values, v):
+        return values is None or v in values
+    dstate = next((n for n in (problem.dstate, 128, 64) if n in (64, 128) and declared(info.dstates, n)), None)
+    if 64 not in info.chunk_sizes or not declared(info.headdims, 64) or dstate is None:
+        return None
+    nheads = problem.nheads * -(-WIDE_HEADS // problem.nheads)
+    return problem.replace(batch=WIDE_BATCH, nheads=nheads, chunk_size=64, seqlen=3 * 64, headdim=64,
+                           dstate=dstate, seq_starts=(), varlen=False, seed=3)
+
+
+def battery(info, gpu: bool, dtype: str | None = None, regime: str | None = None) -> tuple[SSDProblem, ...]:
+    """The battery of `info` (GPU or CPU sizes), optionally of one dtype only. regime="model" on the GPU
+    (the model-layer tests, whole chunks only): each dtype's whole-chunk problem and its wide twin."""
+    problems = tuple(p for p in _battery(info, gpu) if dtype is None or p.dtype == dtype)
+    if regime != "model" or not gpu:
+        return problems
+    whole = [p for p in problems if not p.seq_starts and not p.partial_last_chunk]
+    return tuple(q for p in whole for q in (p, _wide_layer(p, info)) if q is not None)
 
 
 class Slot:
@@ -105,8 +127,8 @@ class Slot:
     def __init__(self, index: int):
         self.index = index
 
-    def problem(self, info, gpu: bool, dtype: str | None = None) -> SSDProblem | None:
-        problems = battery(info, gpu, dtype)
+    def problem(self, info, gpu: bool, dtype: str | None = None, regime: str | None = None) -> SSDProblem | None:
+        problems = battery(info, gpu, dtype, regime)
         return problems[self.index] if self.index < len(problems) else None
 
     def __repr__(self):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_ttf.sh [--out DIR]   # env: CACHE=cold|warm FUZZ_S=90 TOTAL_S=500 CATALOGS=... (below)
+# usage: scripts/gpu_ttf.sh [--out DIR]   # env: CACHE=empty|cold|warm FUZZ_S=90 TOTAL_S=500 CATALOGS=... (below)
 # Time to first failure over the mutant catalogs on one GPU host (mutation/ttf.py): every catalog of
 # CATALOGS runs at once, each with its share of the host's cores, so the runs in flight add up to
 # one per core; each run is a fresh process of the users' fuzz command on one mutant. Records land
@@ -7,8 +7,10 @@
 # beside them, and DIR/ttf-<cache>.md is the summary (`--ttf-summary`; exit 1 if a target is missed).
 #
 # Knobs (environment):
-#   CACHE=cold|warm        cold: every run starts with empty cuTile and Triton caches; warm: from a
+#   CACHE=cold             empty: every run starts with empty cuTile and Triton caches; cold: from a
 #                          copy of the cache the unmutated implementation filled with the same command
+#                          (nothing of the mutant compiled); warm: cold, then each mutant again from
+#                          the cache its cold run left (both recorded)
 #   CATALOGS="cutile:5 cutile_fast:3 cutile_fastr:1 cutile_walk:1 tilegym:3 mamba_ssm:3"
 #                          catalog:jobs pairs (jobs = runs of that catalog at once)
 #   FUZZ_S=90              the command's --ssd-fuzz-seconds (an unmutated run passes after it)

@@ -77,6 +77,56 @@ def test_resume_skips_the_runs_already_recorded(tmp_path):
     assert ttf.pending(catalog, "cold", (1, 3), other) == shard
 
 
+# ---------------------------------------------------------------- caches
+
+def _fake_execute(calls):
+    """Stands in for mutation.run.execute: records each run's cache folder and what was in it, writes
+    a file there (the compiles a run leaves), and kills every mutant."""
+    from mutation.run import Outcome
+
+    def execute(todo, snap, impl, *, setup=None, progress=None, **kw):
+        out = []
+        for i, m in enumerate(todo):
+            env, _ = setup(i, None)
+            d = Path(env["SSDCHECK_COMPILE_CACHE"])
+            calls.append((m.id if m else ttf.BASELINE, d, sorted(p.name for p in d.iterdir())))
+            (d / f"{m.id if m else 'unmutated'}.bin").write_text("x")
+            o = Outcome(id=m.id if m else ttf.BASELINE, status="killed" if m else "survived",
+                        first_failure_s=1.0 if m else None)
+            out.append(o)
+            if progress:
+                progress(o)
+        return out
+    return execute
+
+
+@pytest.mark.parametrize("cache", ttf.CACHES)
+def test_each_cache_mode_starts_its_runs_from_what_it_says(cache, tmp_path, monkeypatch):
+    """empty: an empty cache per run; cold: a copy of the unmutated run's cache; warm: cold, then each
+    run again from the cache its own cold run left. Records are labelled by the run's cache."""
+    import mutation.run as runner
+    calls = []
+    monkeypatch.setattr(runner, "execute", _fake_execute(calls))
+    catalog = load_catalog("torch_ref")
+    a, b = [m for m in catalog.mutants if m.equivalent is None][:2]
+    monkeypatch.setattr(ttf, "items", lambda c: [None, a, b])
+    recs = ttf.run(catalog, cache=cache, jobs=1, fuzz_s=1, results=tmp_path / "r.jsonl")
+    seen = {(who, tuple(files)) for who, _, files in calls}
+    if cache == "empty":
+        assert seen == {(ttf.BASELINE, ()), (a.id, ()), (b.id, ())}
+        assert {r["cache"] for r in recs} == {"empty"}
+        return
+    fill = ("unmutated.bin",)
+    assert calls[0][2] == [] and {(a.id, fill), (b.id, fill), (ttf.BASELINE, fill)} <= seen
+    if cache == "cold":
+        assert len(calls) == 4 and {r["cache"] for r in recs} == {"cold"}
+        return
+    # the second pass finds each run's own compiles beside the fill's
+    assert (a.id, tuple(sorted(fill + (f"{a.id}.bin",)))) in seen
+    assert calls[-1][1] == next(d for who, d, _ in calls[1:4] if who == b.id)
+    assert [r["cache"] for r in recs].count("warm") == 4 and [r["cache"] for r in recs].count("cold") == 3
+
+
 # ---------------------------------------------------------------- summary
 
 def test_summary_medians_maxima_kills_and_flags():

@@ -18,7 +18,7 @@ def check(prop_name: str, info, data, **strategy_kw) -> None:
     gpu = info.device == "cuda" or invariants.device_for(info) == "cuda"
     if isinstance(data, triage.Slot):   # the triage battery, before any drawn example
         pinned = strategies.PINNED   # --ssd-problem: that problem alone
-        problem = pinned if pinned is not None else data.problem(info, gpu, strategy_kw.get("dtype"))
+        problem = pinned if pinned is not None else data.problem(info, gpu, strategy_kw.get("dtype"), strategy_kw.get("regime"))
         if problem is None or (pinned is not None and data.index):
             return
         event("triage battery")

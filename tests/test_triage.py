@@ -22,7 +22,7 @@ def test_battery_is_within_declared_capabilities(name, gpu):
     problems = triage.battery(info, gpu)
     assert 0 < len(problems) <= triage.SLOTS
     assert {p.dtype for p in problems} == set(info.dtypes)   # each dtype
-    for p in problems:
+    for p in problems + triage.battery(info, gpu, regime="model"):
         check_supported(info, dtype=p.dtype, chunk_size=p.chunk_size, seqlen=p.seqlen, headdim=p.headdim,
                         dstate=p.dstate, ngroups=p.ngroups, options=p.options(), nheads=p.nheads)
         assert p.headdim != p.dstate and p.decay_decades >= 3.0
@@ -103,3 +103,28 @@ def test_most_torch_ref_mutants_die_in_the_first_tests_battery():
     print(f"of {len(mutants)} mutants: {sum(first)} fail the first battery example, {sum(anywhere)} one of "
           f"the first test's battery; survivors: {survivors}")
     assert sum(first) >= 2 * len(mutants) // 3 and len(survivors) <= len(mutants) // 8, survivors
+
+
+def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
+    """On the GPU the model-layer tests' battery adds each dtype's wide twin (batch 8 x 36 heads, chunk
+    64, headdim 64): cuTile's chunk walk serves it, so a walk bug dies on the first model-layer example
+    (before it, the walk's mutants waited for a wide draw and outlived a 150 s fuzz run). The plain
+    battery reaches no walk row, so the check can fail."""
+    import torch
+    from kernels.cutile import launcher
+    info = lookup("cutile")
+
+    def walks(problems):   # the launcher's choice, from shapes alone (meta tensors, no GPU)
+        def walk(p):
+            x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=getattr(torch, p.dtype))
+            B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=x.dtype)
+            prob = launcher._problem(x, B, p.chunk_size, True if p.uses_seq_idx else None)
+            return not p.varlen and launcher._walk_config(prob) is not None
+        return [p for p in problems if walk(p)]
+
+    for dtype in sorted(info.dtypes):
+        model = triage.battery(info, True, dtype, regime="model")
+        assert all(not p.seq_starts and not p.partial_last_chunk for p in model)
+        assert walks(model), dtype
+        assert not walks(triage.battery(info, True, dtype)), dtype
+    assert triage.battery(info, False, "float32", regime="model") == triage.battery(info, False, "float32")
