@@ -31,6 +31,8 @@ class Problem:
     chunk_size: int
     batch_heads: int = 1  # batch * nheads: the independent sequences the state scan runs over
     aligned: bool = False  # seqlen % chunk_size == 0 and no seq_idx: a FAST row (FAST = chunk_size) may serve it
+    seqlen: int = 0        # tokens per (batch, head) sequence: the segmented walk pays only on long ones
+    segmented: bool = False  # one segment of a segmented walk (pass 3): the walk's segment rows serve it
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,50 @@ def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, occupancy=2, worker_
 
 
 WALK_OFF = walk_config()
+
+# The segmented walk (kernels.py segment_state_kernel, segment_pass_kernel, then chunk_walk_kernel on
+# each segment): S segments per (batch, head) sequence walked in parallel. SEGMENTS_ENV forces it:
+# unset, the table decides; N >= 2, every problem the path serves takes it with at most N segments
+# (at least 2 chunks, aligned at chunk 64, no seq_idx or varlen_states, dstate 64 or 128); 1, never.
+SEGMENTS_ENV = "SSDCHECK_CUTILE_SEGMENTS"
+WALK_SLOTS_PER_SM = 2     # the walk rows' occupancy: a segment walk per slot, one wave fills the GPU
+DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is seen (compile keys on the CPU)
+SEGMENT_MIN_SEQLEN = 16384
+
+
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
+    """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 is the row that turns the
+    segmented walk off."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
+
+
+SEG_OFF = segment_state_config()
+SEGMENT_STATE = segment_state_config(BN=32, DLAT=4, occupancy=4)   # the row, and what SEGMENTS_ENV forces
+
+
+def parse_segments(text: str, source: str = SEGMENTS_ENV) -> int | None:
+    """SEGMENTS_ENV's value: None (unset or empty: the table decides), else the most segments forced
+    (1: the path never runs)."""
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{source}: expected a positive integer (the most segments per sequence; 1 turns "
+                         f"the segmented walk off), got {text!r}")
+    return int(text)
+
+
+def segments(nchunks: int, walk_blocks: int, slots: int, force: int | None = None) -> int:
+    """S, the segments per (batch, head) sequence: a power of two dividing nchunks (every segment whole
+    chunks, the same count), the largest whose walk_blocks * S walks fit the GPU's slots in one wave
+    (more waves make each segment shorter but not the pass faster), or at most `force` where forced.
+    1: do not segment."""
+    cap = force if force is not None else slots // max(walk_blocks, 1)
+    cap = min(cap, nchunks & -nchunks)       # nchunks & -nchunks: the largest power of two dividing it
+    s = 1
+    while 2 * s <= cap:
+        s *= 2
+    return s
 
 
 def _state_blocks(p: Problem, bn: int) -> int:
