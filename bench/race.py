@@ -231,7 +231,8 @@ def environment() -> dict:
            "TILEGYM_DISABLE_AUTOTUNE": os.environ.get("TILEGYM_DISABLE_AUTOTUNE"),
            "MAMBA_DETERMINISTIC": os.environ.get("MAMBA_DETERMINISTIC"),
            "VLLM_TRITON_FORCE_FIRST_CONFIG": os.environ.get("VLLM_TRITON_FORCE_FIRST_CONFIG"),
-           "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG")}   # cutile not at its table
+           "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG"),   # cutile not at its table
+           "SSDCHECK_CUTILE_SEGMENTS": os.environ.get("SSDCHECK_CUTILE_SEGMENTS")}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, sms=props.multi_processor_count,

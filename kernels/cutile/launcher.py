@@ -228,8 +228,8 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
 def _problem(x, B, chunk_size: int, seq32) -> Problem:
     """What the table looks at for chunk_state and chunk_scan."""
     b, l, h, p = x.shape
-    return Problem(_TORCH_DTYPES[x.dtype], p, B.shape[3], chunk_size, b * h,
-                   aligned=l % chunk_size == 0 and seq32 is None, seqlen=l)
+    return Problem(_TORCH_DTYPES[x.dtype], p, B.shape[3], chunk_size, b * h, seqlen=l,
+                   aligned=l % chunk_size == 0 and seq32 is None)
 
 
 def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=None, prob=None):
