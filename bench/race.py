@@ -231,7 +231,8 @@ def environment() -> dict:
            "TILEGYM_DISABLE_AUTOTUNE": os.environ.get("TILEGYM_DISABLE_AUTOTUNE"),
            "MAMBA_DETERMINISTIC": os.environ.get("MAMBA_DETERMINISTIC"),
            "VLLM_TRITON_FORCE_FIRST_CONFIG": os.environ.get("VLLM_TRITON_FORCE_FIRST_CONFIG"),
-           "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG")}   # cutile not at its table
+           "SSDCHECK_CUTILE_CONFIG": os.environ.get("SSDCHECK_CUTILE_CONFIG"),   # cutile not at its table
+           "SSDCHECK_CUTILE_SEGMENTS": os.environ.get("SSDCHECK_CUTILE_SEGMENTS")}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, sms=props.multi_processor_count,
@@ -264,6 +265,7 @@ class Runner:
         self.tilegym_called = False        # TileGym ran once in this process (its configs are compiled)
         self.vllm_tuning = None            # bench.vllm_tuning.Tuning, when vLLM's autotune picks are recorded
         self.graphs = False                # also time each forward replayed from a CUDA graph (--graphs)
+        self.final_states = False          # the shape being run returns final states (Shape.final_states)
         self.doc = {"schema": SCHEMA, "group": group.name, "note": group.note,
                     "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "complete": False, "aborted": None, "elapsed_s": 0.0, "budget_s": budget_s,
@@ -299,10 +301,13 @@ class Runner:
                 and not (info.seqlen_multiple_of_chunk and shape.seqlen % c)]
 
     def call(self, info, kw: dict, chunk: int, autotune_off: bool = False):
+        """y of one forward; with final states asked for (the shape's final_states) the call returns them too."""
         saved = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
         if autotune_off:
             os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
         try:
+            if self.final_states:
+                return info.fn(**kw, chunk_size=chunk, return_final_states=True)[0]
             return info.fn(**kw, chunk_size=chunk)
         finally:
             if autotune_off:
@@ -322,11 +327,12 @@ class Runner:
     def tilegym_estimate(self, shape: Shape, chunk: int) -> float:
         """Seconds TileGym's first call at (shape, chunk) may take: its tuning compiles every config once
         per process, so only the first tuning is long (tg128, 2026-11-30: 157 s, then 9.9 s)."""
-        if self.tuning is not None and self.tuning.knows(shape=shape.id, chunk=chunk):
+        if self.tuning is not None and self.tuning.knows(shape=shape.tuning_id, chunk=chunk):
             return 30.0
         return TILEGYM_RETUNE_EST_S if self.tilegym_called else TILEGYM_TUNE_EST_S
 
     def run_shape(self, shape: Shape) -> dict:
+        self.final_states = shape.final_states
         rec = {"shape": shape.as_dict(), "id": shape.id, "label": shape.label,
                "io_bytes": roofline.io_bytes(shape), "input_bytes": roofline.input_bytes(shape), "impls": {}}
         l2 = self.doc["env"].get("l2_bytes") or L2_DEFAULT
@@ -361,7 +367,7 @@ class Runner:
                     poison_allocator(2 * y_bytes, self.device)
                     _sync(self.device)
                     if impl == "tilegym" and self.tuning is not None:
-                        self.tuning.context = {"shape": shape.id, "chunk": chunk}
+                        self.tuning.context = {"shape": shape.tuning_id, "chunk": chunk}
                     tuned_before = self.vllm_tuning.tuned_since_install() if impl == "vllm" and self.vllm_tuning else 0
                     t = time.monotonic()
                     y = self.call(info, sets[0], chunk)
@@ -481,7 +487,7 @@ def skipped_reason(chunks: dict) -> str:
 
 def summary_table(doc: dict) -> str:
     lines = [f"{'shape':34} {'impl':9} {'cs':>3} {'ms':>9} {'x base':>6} {'TFLOP/s':>7} {'x floor':>7} "
-             f"{'err f64':>8} {'ok':>3} {'first s':>7}"]
+             f"{'x io':>6} {'err f64':>8} {'ok':>3} {'first s':>7}"]
     for s in doc["shapes"]:
         if "skipped" in s:
             lines.append(f"{s['id']:34} skipped ({s['skipped']})")
@@ -494,7 +500,8 @@ def summary_table(doc: dict) -> str:
             err = e["chunks"][str(e["best_chunk"])].get("err_f64_small", math.nan)
             lines.append(f"{s['id']:34} {impl:9} {e['best_chunk']:3d} {e['ms']:9.3f} "
                          f"{sp if sp is not None else math.nan:6.2f} {e['TFLOPs']:7.1f} "
-                         f"{e.get('x_floor_states', math.nan):7.2f} {err:8.1e} {'yes' if e['ok'] else 'NO':>3} "
+                         f"{e.get('x_floor_states', math.nan):7.2f} {e.get('x_floor_io', math.nan):6.2f} "
+                         f"{err:8.1e} {'yes' if e['ok'] else 'NO':>3} "
                          f"{e['first_call_s']:7.1f}")
     return "\n".join(lines)
 

@@ -42,11 +42,17 @@ class Shape:
     headdim: int = 64
     dtype: str = "bfloat16"
     dt_dtype: str = "float32"
+    final_states: bool = False   # the forward also returns the final states (TileGym always computes them)
+
+    @property
+    def tuning_id(self) -> str:
+        """The id without the final-states mark: TileGym's tuning does not depend on it."""
+        return (f"b{self.batch}-l{self.seqlen}-h{self.nheads}-p{self.headdim}-n{self.dstate}-g{self.ngroups}"
+                f"{'' if self.dtype == 'bfloat16' else '-' + self.dtype}")
 
     @property
     def id(self) -> str:
-        return (f"b{self.batch}-l{self.seqlen}-h{self.nheads}-p{self.headdim}-n{self.dstate}-g{self.ngroups}"
-                f"{'' if self.dtype == 'bfloat16' else '-' + self.dtype}")
+        return self.tuning_id + ("-fs" if self.final_states else "")
 
     @property
     def label(self) -> str:
@@ -98,6 +104,22 @@ def _tilegym_group(n: int) -> Group:
                  note=f"TileGym autotuned at 2 shapes (dstate {n}), with mamba_ssm and cutile on the same inputs")
 
 
+def _long(dstates, dtypes=("bfloat16", "float16"), seqs=None, nheads=NHEADS, ngroups=NGROUPS) -> tuple[Shape, ...]:
+    """The grid's seqlen >= 16K shapes (issue 27's target rows) in each dtype, without and with final states."""
+    seqs = seqs or tuple(s for s in SEQS if s[1] >= 16384)
+    return tuple(Shape(s.batch, s.seqlen, s.nheads, s.dstate, s.ngroups, dtype=dt, final_states=fs)
+                 for s in grid(dstates=dstates, nheads=nheads, ngroups=ngroups, seqs=seqs)
+                 for dt in dtypes for fs in (False, True))
+
+
+def _tilegym_long() -> Group:
+    shapes = _long((64, 128), seqs=((2, 32768),), nheads=(32,), ngroups=(1,))
+    return Group("tglong", shapes, IMPLS, chunks={"tilegym": (64,), "cutile": (64,), "mamba-ssm": (64,)},
+                 tilegym_shapes=tuple(s.id for s in shapes), est_min=8.0,
+                 note="TileGym at 2x32K h32 dstate 64/128, bf16 and fp16, without and with final states, "
+                      "beside mamba_ssm and cutile (fp16 is tuned in the run: ~3 min first)")
+
+
 GROUPS: dict[str, Group] = {
     "smoke": Group("smoke", (Shape(2, 2048, 32, 64, 1),), ("mamba-ssm", "tilegym"),
                    chunks={"mamba-ssm": (64,), "tilegym": (64,)},
@@ -111,12 +133,19 @@ GROUPS: dict[str, Group] = {
     "vsmoke": Group("vsmoke", (Shape(2, 2048, 32, 64, 1),), ("mamba-ssm", "vllm"),
                     chunks={"mamba-ssm": (64,), "vllm": (64,)}, est_min=3.0,
                     note="end-to-end check of vLLM in the bench: vLLM (autotuned) and mamba_ssm at one small shape"),
+    **{f"long{n}": Group(f"long{n}", _long((n,)), ("mamba-ssm", "cutile"), est_min=6.0,
+                         chunks={"mamba-ssm": (64, 128), "cutile": (64, 128)},
+                         note=f"the 12 seqlen >= 16K shapes of dstate {n}, bf16 and fp16, without and with "
+                              f"final states: mamba_ssm and cutile at chunk 64/128")
+       for n in DSTATES},
+    "tglong": _tilegym_long(),
     "tgchunk": Group("tgchunk", (Shape(4, 8192, 32, 128, 1),), IMPLS, chunks={"tilegym": (64, 128)},
                      tilegym_shapes=(Shape(4, 8192, 32, 128, 1).id,), est_min=5.0,
                      note="TileGym at chunk 64 and 128 on one shape: checks the chunk-64 choice of the tg groups"),
 }
 
 ORDER = ("smoke", "tg128", "n128", "tg64", "n64", "tg256", "n256", "tgchunk", "vsmoke",
+         "long64", "long128", "long256", "tglong",
          *(f"v{n}h{h}" for n in DSTATES for h in NHEADS))
 
 

@@ -45,6 +45,7 @@ CATALOGS = {
     "cutile_fast": "mutation.catalog_cutile_fast",
     "cutile_fastr": "mutation.catalog_cutile_fastr",
     "cutile_walk": "mutation.catalog_cutile_walk",
+    "cutile_seg": "mutation.catalog_cutile_seg",
     "tilegym": "mutation.catalog_tilegym",
     "mamba_ssm": "mutation.catalog_mamba_ssm",
 }

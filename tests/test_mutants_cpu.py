@@ -38,7 +38,7 @@ def test_catalog_snippets_apply_exactly_once(name, tmp_path):
     assert not problems, f"catalog {name}: {len(problems)} problem(s):\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", ["cutile", "cutile_fast", "cutile_fastr", "cutile_walk"])
+@pytest.mark.parametrize("name", ["cutile", "cutile_fast", "cutile_fastr", "cutile_walk", "cutile_seg"])
 def test_cutile_mutants_keep_the_line_numbers_of_the_kernels_they_do_not_touch(name):
     """The compile cache keys on debug info (line numbers too): a mutant that moved the lines after it
     would recompile every later kernel on the GPU, for nothing."""
@@ -119,11 +119,13 @@ def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():
     """A mutant in a helper compiles the kernels that run it, through any depth of helpers
     (_scan_tile is called by _scan_block, called by chunk_scan_kernel), not every kernel."""
     from mutation.run import touched_kernels
-    for name in ("cutile", "cutile_fast", "cutile_fastr", "cutile_walk"):
+    for name in ("cutile", "cutile_fast", "cutile_fastr", "cutile_walk", "cutile_seg"):
         for m in load_catalog(name).mutants:
             got = touched_kernels(m, ROOT)
             if m.file.endswith("kernels.py"):
-                # the scan's diagonal tile and D/z tail (_chunk_diagonal, _chunk_store) serve the walk too
-                assert len(got) == 1 or got == ["chunk_scan", "chunk_walk"], (m.id, got)
+                # the scan's diagonal tile and D/z tail (_chunk_diagonal, _chunk_store) serve the walk too,
+                # the walk's state step (_state_step) the segmented walk's pass 1
+                assert len(got) == 1 or got in (["chunk_scan", "chunk_walk"], ["chunk_walk", "segment_state"]), \
+                    (m.id, got)
     scan = next(m for m in load_catalog("cutile").mutants if "wj = cbj" in m.original)
     assert touched_kernels(scan, ROOT) == ["chunk_scan"]

@@ -79,6 +79,8 @@ def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
         draw()
     for kernel in ("chunk_state", "chunk_scan", "chunk_walk"):
         for i, rule in enumerate(dispatch.TABLE[kernel]):
+            if "segmented walk" in rule.when:   # seqlen >= 16K: no draw; gated forced (scripts/gpu_segments.sh)
+                continue
             best = max(c[(kernel, i)] for c in counts.values())
             assert best >= 0.01 * n, (f"{kernel} row {i} ({rule.when}) chosen by {best} of {n} draws at most "
                                       f"(per regime: { {r: c[(kernel, i)] for r, c in counts.items()} })")

@@ -66,7 +66,8 @@ def _kernel_fn(name: str):
     from kernels.cutile import kernels as K  # noqa: PLC0415
     return {"chunk_cumsum": K.chunk_cumsum_kernel, "chunk_state": K.chunk_state_kernel,
             "chunk_scan": K.chunk_scan_kernel, "varlen_state": K.varlen_state_kernel,
-            "chunk_walk": K.chunk_walk_kernel}[name]
+            "chunk_walk": K.chunk_walk_kernel, "segment_state": K.segment_state_kernel,
+            "segment_pass": K.segment_pass_kernel}[name]
 
 
 def signature(unit: Unit):
@@ -94,6 +95,10 @@ def signature(unit: Unit):
         # x, z, B, C, dtc, cs, init, D, out, final | nchunks, hpg, has_init, has_d, has_z
         "chunk_walk": [arr(el, 4), arr(el, 4), arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(f32, 4),
                        arr(f32, 2), arr(el, 4), arr(f32, 4), si, si, si, si, si],
+        # x, B, dtc, cs, ends, decay | nchunks, hpg
+        "segment_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(f32, 4), arr(f32, 3), si, si],
+        # ends, decay, init, entering, final | nseg, has_init (fp32 only: the dtype names the unit)
+        "segment_pass": [arr(f32, 4), arr(f32, 3), arr(f32, 4), arr(f32, 4), arr(f32, 4), si, si],
         # x, B, dtc, cs, states, cu_seqlens, out | chunk_size, hpg
         "varlen_state": [arr(el, 4), arr(el, 4), arr(f32, 3), arr(f32, 3), arr(el, 5), arr(i32, 1), arr(el, 4),
                          si, si],

@@ -31,6 +31,8 @@ class Problem:
     chunk_size: int
     batch_heads: int = 1  # batch * nheads: the independent sequences the state scan runs over
     aligned: bool = False  # seqlen % chunk_size == 0 and no seq_idx: a FAST row (FAST = chunk_size) may serve it
+    seqlen: int = 0        # tokens per (batch, head) sequence: the segmented walk pays only on long ones
+    segmented: bool = False  # one segment of a segmented walk (pass 3): the walk's segment rows serve it
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ def parse_configs(text: str, source: str = CONFIG_ENV) -> dict[str, Config]:
     (the table's common values; chunk_walk's BN defaults to 0, the walk off). A plain entry applies to
     the problems whose chunk size its BL divides; the others keep the table.
     Returns {KERNEL or KERNEL@CHUNK: Config}."""
-    builders = {"chunk_state": state_config, "chunk_scan": scan_config, "chunk_walk": walk_config}
+    builders = {"chunk_state": state_config, "chunk_scan": scan_config, "chunk_walk": walk_config,
+                "segment_state": segment_state_config}
     out: dict[str, Config] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         key, _, body = part.partition(":")
@@ -135,6 +138,50 @@ def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, occupancy=2, worker_
 
 
 WALK_OFF = walk_config()
+
+# The segmented walk (kernels.py segment_state_kernel, segment_pass_kernel, then chunk_walk_kernel on
+# each segment): S segments per (batch, head) sequence walked in parallel. SEGMENTS_ENV forces it:
+# unset, the table decides; N >= 2, every problem the path serves takes it with at most N segments
+# (at least 2 chunks, aligned at chunk 64, no seq_idx or varlen_states, dstate 64 or 128); 1, never.
+SEGMENTS_ENV = "SSDCHECK_CUTILE_SEGMENTS"
+WALK_SLOTS_PER_SM = 2     # the walk rows' occupancy: a segment walk per slot, one wave fills the GPU
+DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is seen (compile keys on the CPU)
+SEGMENT_MIN_SEQLEN = 16384
+
+
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
+    """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 turns the segmented walk off
+    (the table's off row is SEG_OFF)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
+
+
+SEG_OFF = WALK_OFF   # the segmented walk off: the walk's sentinel (BN = 0), which launches nothing
+SEGMENT_STATE = segment_state_config(BN=32, DLAT=4, occupancy=4)   # the row, and what SEGMENTS_ENV forces
+
+
+def parse_segments(text: str, source: str = SEGMENTS_ENV) -> int | None:
+    """SEGMENTS_ENV's value: None (unset or empty: the table decides), else the most segments forced
+    (1: the path never runs)."""
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{source}: expected a positive integer (the most segments per sequence; 1 turns "
+                         f"the segmented walk off), got {text!r}")
+    return int(text)
+
+
+def segments(nchunks: int, walk_blocks: int, slots: int, force: int | None = None) -> int:
+    """S, the segments per (batch, head) sequence: a power of two dividing nchunks (every segment whole
+    chunks, the same count), the largest whose walk_blocks * S walks fit the GPU's slots in one wave
+    (more waves make each segment shorter but not the pass faster), or at most `force` where forced.
+    1: do not segment."""
+    cap = force if force is not None else slots // max(walk_blocks, 1)
+    cap = min(cap, nchunks & -nchunks)       # nchunks & -nchunks: the largest power of two dividing it
+    s = 1
+    while 2 * s <= cap:
+        s *= 2
+    return s
 
 
 def _state_blocks(p: Problem, bn: int) -> int:
@@ -196,6 +243,11 @@ def _walks(p: Problem) -> bool:
     return _aligned_at(64)(p) and p.headdim == 64 and p.batch_heads >= 256
 
 
+def _segments_pay(p: Problem) -> bool:
+    return (_aligned_at(64)(p) and p.headdim == 64 and p.seqlen >= SEGMENT_MIN_SEQLEN
+            and p.batch_heads <= {64: 64, 128: 128}.get(p.dstate, 0))
+
+
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
@@ -244,6 +296,11 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     # b2 l16384 h64 n64 0.577 vs 0.464, n128 1.10x; with 64, 1.9x (b2 l32768). dstate 256 lost at 256
     # (b, h) (BN256 WW8 occ1 0.314 vs 0.274; BP32 occ1 0.336): no row. SPLIT=1 0.985-1.003x of SPLIT=0.
     "chunk_walk": (
+        # pass 3 of the segmented walk: the walk's own rows, on each segment
+        Rule("a segment of the segmented walk, dstate 64", lambda p: p.segmented and p.dstate == 64,
+             walk_config(BN=64, SPLIT=1, occupancy=2)),
+        Rule("a segment of the segmented walk, dstate 128", lambda p: p.segmented and p.dstate == 128,
+             walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 64, batch*heads >= 256",
              lambda p: _walks(p) and p.dstate == 64,
              walk_config(BN=64, SPLIT=1, occupancy=2)),
@@ -251,6 +308,17 @@ TABLE: dict[str, tuple[Rule, ...]] = {
              lambda p: _walks(p) and p.dstate == 128,
              walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
         Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
+    ),
+    # The segmented walk, where kernels/cutile/NOTES.md's prediction (bench.segments_model) has it at least
+    # as fast as the two kernels: 0.91-0.97x at 64 (b, h) pairs and at dstate 128 with 128; h64 dstate 64
+    # (128 pairs) loses there (1.14x). Not yet measured. SEG_OFF (BN = 0) keeps the other paths.
+    "segment_state": (
+        Rule(f"{_ALIGNED}, chunk 64, headdim 64, seqlen >= 16K, dstate 64 with batch*heads <= 64 "
+             "or dstate 128 with batch*heads <= 128", _segments_pay, SEGMENT_STATE),
+        Rule("otherwise: no segments", _always, SEG_OFF),
+    ),
+    "segment_pass": (
+        Rule("always", _always, Config(_c(BP=64, BN=64))),
     ),
 }
 
@@ -266,7 +334,7 @@ def choose(kernel: str, problem: Problem) -> Config:
 
 def configs(kernel: str) -> tuple[Config, ...]:
     """Every distinct configuration the table can choose for `kernel`, in table order (WALK_OFF, which
-    launches nothing, left out)."""
+    launches nothing, left out; SEG_OFF is the same sentinel)."""
     seen: list[Config] = []
     for rule in TABLE[kernel]:
         if rule.config not in seen and rule.config != WALK_OFF:

@@ -1,6 +1,6 @@
 """The Mamba-2 SSD forward pass as cuTile kernels.
 
-Five `@ct.kernel`s; the host side (launcher.py) chooses their constants from an explicit dispatch
+Seven `@ct.kernel`s; the host side (launcher.py) chooses their constants from an explicit dispatch
 table and launches them:
 
 1. `chunk_cumsum_kernel`   dt processing and the per-chunk cumulative sum of dt*A, in log2 units
@@ -11,6 +11,9 @@ table and launches them:
                            incoming state, plus D x, gated by silu(z); y written once in x.dtype
 3'. `chunk_walk_kernel`    2 and 3 in one pass where the grid is wide enough: each block walks its
                            head's chunks with the state in registers; the chunk states stay on chip
+3''. `segment_state_kernel`, `segment_pass_kernel`: the segmented walk for long sequences with few
+                           (batch, head) pairs: each segment's end state from zero, then the scan
+                           over segments giving each its entering state; the walk then runs per segment
 4. `varlen_state_kernel`   (cu_seqlens only) the state at the last token of every packed sequence
 
 Conventions shared by all kernels:
@@ -600,14 +603,86 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
         scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
         yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
         _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
-        end = ct.extract(cst, (BL - 1,), shape=(1,))
-        scaled = (bk.astype(ct.float32) * (dtt * ct.exp2(end - cst))[:, None]).astype(x.dtype)
-        if SPLIT != 0:
-            own = ct.mma(ct.transpose(xt), scaled, ct.zeros((BP, BN), ct.float32))
-            walked = walked * ct.exp2(end).reshape((1, 1)) + own
-        else:
-            walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+        walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
+
+
+@_relocatable
+def _state_step(walked, xt, bk, cst, dtt, BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
+                SPLIT: ct.Constant[int]):
+    """The (BP, BN) fp32 state carried across one aligned BL-token chunk: decayed by 2^end (end = the
+    chunk's last cumsum, log2 units) plus x^T (B 2^(end - cs) dt) of the chunk. -> (state, end).
+    SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
+    into it. The walk and the segmented walk's pass 1 carry their states through this one step."""
+    end = ct.extract(cst, (BL - 1,), shape=(1,))
+    scaled = (bk.astype(ct.float32) * (dtt * ct.exp2(end - cst))[:, None]).astype(xt.dtype)
+    if SPLIT != 0:
+        own = ct.mma(ct.transpose(xt), scaled, ct.zeros((BP, BN), ct.float32))
+        walked = walked * ct.exp2(end).reshape((1, 1)) + own
+    else:
+        walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+    return walked, end
+
+
+# --------------------------------------------------------------------------- 3''. segmented walk (passes 1 and 2)
+# Pass 3 is chunk_walk_kernel on each segment from its entering state: the launcher views x, z, B, C and
+# the cumsum (computed on the same view) as a batch of b*S segments, row b*S + s holding segment s of
+# sample b (aligned segments of whole chunks: a free reshape of the contiguous arrays).
+
+@_kernel
+def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
+                         BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
+                         DLAT: ct.Constant[int], SPLIT: ct.Constant[int]):
+    """Pass 1, grid (cdiv(p,BP) * cdiv(n,BN), h, b*S) on the segment views (nchunks: chunks per
+    segment, chunk = BL; aligned, no seq_idx: the launcher's promise): each block walks its segment's
+    chunks from a zero state, as chunk_walk carries its state, and stores the segment's end state
+    (ends (b*S, h, p, n) fp32) and its total decay, the sum of its chunks' cumsum ends in log2 units
+    (decay (b*S, h, blocks per head) fp32: every block of a head stores the same value in its own slot,
+    so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's)."""
+    col = ct.bid(0)
+    head = ct.bid(1)
+    bs = ct.bid(2)
+    n_cols = ct.cdiv(Bm.shape[3], BN)
+    ptile = col // n_cols
+    ntile = col % n_cols
+    grp = head // heads_per_group
+    own = ct.zeros((BP, BN), ct.float32)
+    total = ct.zeros((1,), ct.float32)
+    for c in range(nchunks):
+        xt = ct.load(x, (bs, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BP))
+        bt = ct.load(Bm, (bs, c, grp, ntile), shape=(1, BL, 1, BN), padding_mode=ZERO,
+                     latency=_lat(LAT)).reshape((BL, BN))
+        dtt = ct.load(dtc, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
+        cst = ct.load(cs, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
+        own, end = _state_step(own, xt, bt, cst, dtt, BL, BP, BN, SPLIT)
+        total = total + end
+    ct.store(ends, (bs, head, ptile, ntile), own.reshape((1, 1, BP, BN)))
+    ct.store(decay, (bs, head, col), total.reshape((1, 1, 1)))
+
+
+@_kernel
+def segment_pass_kernel(ends, decay, init, entering, final, nseg, has_init,
+                        BP: ct.Constant[int], BN: ct.Constant[int]):
+    """Pass 2, grid (cdiv(p,BP) * cdiv(n,BN), h, b): the scan over a sequence's nseg segments,
+    entering_0 = initial_states (or zero), entering_(s+1) = 2^decay_s entering_s + end_s, all fp32;
+    stores each segment's entering state (entering (b*S, h, p, n), pass 3's initial states) and the
+    last one, the final state (final (b, h, p, n)). ends, decay: pass 1's; init (b, h, p, n)."""
+    col = ct.bid(0)
+    head = ct.bid(1)
+    bi = ct.bid(2)
+    n_cols = ct.cdiv(ends.shape[3], BN)
+    ptile = col // n_cols
+    ntile = col % n_cols
+    carried = ct.zeros((BP, BN), ct.float32)
+    if has_init != 0:
+        carried = ct.load(init, (bi, head, ptile, ntile), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+    for s in range(nseg):
+        seg = bi * nseg + s
+        ct.store(entering, (seg, head, ptile, ntile), carried.reshape((1, 1, BP, BN)))
+        end_state = ct.load(ends, (seg, head, ptile, ntile), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+        carried = carried * ct.exp2(ct.load(decay, (seg, head, 0), shape=())) + end_state
+    ct.store(final, (bi, head, ptile, ntile), carried.reshape((1, 1, BP, BN)))
 
 
 # --------------------------------------------------------------------------- 4. varlen states

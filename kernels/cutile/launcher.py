@@ -34,6 +34,7 @@ state does not cross into the next sequence. NaN in B, C, dt or A spreads likewi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 from typing import Sequence
@@ -55,6 +56,9 @@ _TORCH_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloa
 # A config override for experiments: {kernel name: dispatch.Config}; absent kernels use the table.
 # $SSDCHECK_CUTILE_CONFIG fills it for a whole run (dispatch.parse_configs; reports record it).
 _OVERRIDE: dict[str, dispatch.Config] = dispatch.parse_configs(os.environ.get(dispatch.CONFIG_ENV, ""))
+# $SSDCHECK_CUTILE_SEGMENTS forces the segmented walk (at most N segments) or, at 1, turns it off
+# (dispatch.SEGMENTS_ENV); None: the table decides.
+_SEGMENTS: int | None = dispatch.parse_segments(os.environ.get(dispatch.SEGMENTS_ENV, ""))
 
 
 class CutileUnavailable(RuntimeError):
@@ -224,7 +228,7 @@ def _fast_config(kernel: str, cfg: dispatch.Config, problem: Problem) -> dispatc
 def _problem(x, B, chunk_size: int, seq32) -> Problem:
     """What the table looks at for chunk_state and chunk_scan."""
     b, l, h, p = x.shape
-    return Problem(_TORCH_DTYPES[x.dtype], p, B.shape[3], chunk_size, b * h,
+    return Problem(_TORCH_DTYPES[x.dtype], p, B.shape[3], chunk_size, b * h, seqlen=l,
                    aligned=l % chunk_size == 0 and seq32 is None)
 
 
@@ -287,6 +291,69 @@ def _run_walk(cfg, x, z, B, C, dtc, cs, init32, D32, stream=None):
             l // cfg.get("BL"), h // g, int(init32 is not None), int(D32 is not None), int(z is not None))
     _launch(grid, _kernels().chunk_walk_kernel, cfg, args, x.device, stream)
     return out, final
+
+
+_SMS: dict = {}
+
+
+def _sm_count(device) -> int:
+    """The device's SM count (cached), or an H200's where torch sees no GPU: compile keys and recorded
+    launches on the CPU choose S as an H200 would."""
+    if device not in _SMS:
+        try:
+            _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
+        except (AssertionError, RuntimeError, ValueError):     # torch without CUDA, no GPU, a CPU device
+            _SMS[device] = dispatch.DEFAULT_SMS
+    return _SMS[device]
+
+
+def _segment_plan(prob: Problem, nchunks: int, sms: int):
+    """(S, pass-1, pass-2, pass-3 Configs) of the segmented walk for this problem, or None where another
+    path runs: the segment_state row is off (unless SSDCHECK_CUTILE_SEGMENTS forces it), or the passes
+    cannot serve the problem (they have no masks: aligned at their one-tile chunk, no seq_idx; pass 3 is
+    the walk, whose BN must be the dstate: its segment rows cover dstate 64 and 128), or S < 2."""
+    if _SEGMENTS == 1:
+        return None
+    state = _launch_config("segment_state", prob)
+    if _SEGMENTS is not None and state.get("BN") == 0:
+        state = dispatch.SEGMENT_STATE
+    if state.get("BN") == 0 or not prob.aligned or prob.chunk_size != state.get("BL"):
+        return None
+    walk = _launch_config("chunk_walk", dataclasses.replace(prob, segmented=True))
+    if walk.get("BN") != prob.dstate or prob.chunk_size != walk.get("BL"):
+        return None
+    walks = prob.batch_heads * -(-prob.headdim // walk.get("BP"))
+    s = dispatch.segments(nchunks, walks, sms * (walk.occupancy or 1), _SEGMENTS)
+    if s < 2:
+        return None
+    return s, state, _launch_config("segment_pass", prob), walk
+
+
+def _run_segments(plan, x, z, B, C, dt, A32, bias32, init32, D32, chunk_size, dt_softplus, dt_limit, stream=None):
+    """The segmented walk: the batch viewed as b*S segments (row b*S + s: segment s of sample b, whole
+    chunks, so a free reshape), the cumsum on that view, pass 1 (each segment's end state and decay),
+    pass 2 (each segment's entering state, and the final state), pass 3 (the walk on every segment
+    from its entering state). -> (out, final_states)."""
+    nseg, state_cfg, pass_cfg, walk_cfg = plan
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    rows, lseg = b * nseg, l // nseg
+    xs, Bs, Cs = x.view(rows, lseg, h, p), B.view(rows, lseg, g, n), C.view(rows, lseg, g, n)
+    zs = z.view(rows, lseg, h, p) if z is not None else None
+    cs, dtc = _run_cumsum(dt.view(rows, lseg, h), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
+    cols = -(-p // state_cfg.get("BP")) * -(-n // state_cfg.get("BN"))
+    ends = torch.empty(rows, h, p, n, device=x.device, dtype=torch.float32)
+    decay = torch.empty(rows, h, cols, device=x.device, dtype=torch.float32)
+    _launch((cols, h, rows), _kernels().segment_state_kernel, state_cfg,
+            (xs, Bs, dtc, cs, ends, decay, lseg // chunk_size, h // g), x.device, stream)
+    entering = torch.empty_like(ends)
+    final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
+    pcols = -(-p // pass_cfg.get("BP")) * -(-n // pass_cfg.get("BN"))
+    _launch((pcols, h, b), _kernels().segment_pass_kernel, pass_cfg,
+            (ends, decay, init32 if init32 is not None else final, entering, final, nseg, int(init32 is not None)),
+            x.device, stream)
+    y, _ = _run_walk(walk_cfg, xs, zs, Bs, Cs, dtc, cs, entering, D32, stream)
+    return y.view(b, l, h, p), final
 
 
 def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
@@ -424,9 +491,19 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         stream = torch.cuda.current_stream(x.device)   # once: each lookup costs host time
         for b0, b1 in slices:
             part = _batch_part(b0, b1, b)
+            prob = _problem(part(x), B, chunk_size, seq32)     # once: the choices below read it
+            # the walks keep the chunk states on chip; varlen_states need them in memory
+            segs = None if return_varlen_states else _segment_plan(prob, nchunks, _sm_count(x.device))
+            if segs is not None:
+                y, fin = _run_segments(segs, part(x), part(z), part(B), part(C), part(dt), A32, bias32, part(init32),
+                                       D32, chunk_size, dt_softplus, dt_limit, stream)
+                if len(slices) == 1:
+                    out, final = y, fin
+                else:
+                    out[b0:b1].copy_(y)
+                    final[b0:b1].copy_(fin)
+                continue
             cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
-            prob = _problem(part(x), B, chunk_size, seq32)     # once: the three choices below read it
-            # the walk keeps the chunk states on chip; varlen_states need them in memory
             walk = None if return_varlen_states else _walk_config(prob)
             if walk is not None:
                 y, fin = _run_walk(walk, part(x), part(z), part(B), part(C), dtc, cs, part(init32), D32, stream)
@@ -612,9 +689,17 @@ def compile_key(problem) -> tuple:
     configs = [_launch_config("chunk_cumsum", Problem(dt_dtype, 0, 0, problem.chunk_size))]
     prob = Problem(problem.dtype, problem.headdim, problem.dstate, problem.chunk_size,
                    problem.batch * problem.nheads,
-                   aligned=problem.seqlen % problem.chunk_size == 0 and not problem.uses_seq_idx)
-    walk = None if problem.varlen else _walk_config(prob)
-    if walk is not None:
+                   aligned=problem.seqlen % problem.chunk_size == 0 and not problem.uses_seq_idx,
+                   seqlen=problem.seqlen)
+    nchunks = -(-problem.seqlen // problem.chunk_size)
+    segs = None if problem.varlen else _segment_plan(prob, nchunks, _sm_count(None))
+    walk = None if problem.varlen or segs is not None else _walk_config(prob)
+    if segs is not None:
+        # the segment views: b*S rows of seqlen / S tokens (their sizes' classes are other compiles)
+        nseg = segs[0]
+        configs += [("segments", nseg, (problem.batch * nseg) % 16 == 0, (problem.seqlen // nseg) % 16 == 0,
+                     (nchunks // nseg) % 16 == 0), *segs[1:]]
+    elif walk is not None:
         configs.append(walk)
     else:
         scan = _launch_config("chunk_scan", prob)

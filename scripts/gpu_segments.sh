@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog" WORKERS=16 SUITE_S=420
+# The segmented walk (issue 27) on a GPU host, gated before it is raced, in four parts (PART picks
+# some; each is one 10-minute command at most, so a call may run one or two):
+#   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
+#   suite    tests/test_properties.py + test_regressions.py --impl cutile with SSDCHECK_CUTILE_SEGMENTS=4
+#            (every aligned chunk-64 dstate-64/128 problem of 2+ chunks segmented), SUITE_S of drawing
+#            through scripts/gpu_verify_cutile.sh (~8 min: SUITE_S=420 + compiles)
+#   race     bench.race groups long64 long128 long256 (cutile, mamba_ssm; bf16 and fp16; without and
+#            with final states; the I/O floor column) and tglong (TileGym too, 2x32K h32), ~6 min each:
+#            RACE_GROUPS picks them (default "long64 long128"; run "long256 tglong" in a second call)
+#   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog), ~5 min
+# Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
+# and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
+set -uo pipefail
+source "$(dirname "$0")/_args.sh" out/segments "$@"
+cd "$(dirname "$0")/.."
+mkdir -p "$DEST"
+PART=${PART:-smoke suite race catalog}; WORKERS=${WORKERS:-16}; SUITE_S=${SUITE_S:-420}
+RACE_GROUPS=${RACE_GROUPS:-long64 long128}
+[ -f .gpu-bundle/setup.sh ] && source .gpu-bundle/setup.sh
+export PYTHONUNBUFFERED=1 SSDCHECK_COMPILE_CACHE=${SSDCHECK_COMPILE_CACHE:-/tmp/ssdcheck-cutile-cache}
+export CUDA_TILE_CACHE_DIR=$SSDCHECK_COMPILE_CACHE
+: > "$DEST/summary.txt"
+for part in $PART; do
+  t0=$(date +%s)
+  case "$part" in
+    smoke) timeout 300 python3 scripts/smoke_segments.py --segments 2 --segments 4 --timeout 140 2>&1 | tee "$DEST/smoke.log" ;;
+    suite) SSDCHECK_CUTILE_SEGMENTS=4 IMPL=cutile WORKERS=$WORKERS TOTAL_S=$SUITE_S SLACK_S=90 \
+             bash scripts/gpu_verify_cutile.sh --out "$DEST/suite" ;;
+    race)  mkdir -p "$DEST/race"
+           for g in $RACE_GROUPS; do
+             python3 -m bench.race --group "$g" --out "$DEST/race" --budget-s 330 \
+               --tilegym-tuning reports/tilegym-tuning-h200.json 2>&1 | tee -a "$DEST/race.log"
+           done ;;
+    catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s 240 --no-baseline \
+               --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race or catalog" >&2; exit 2 ;;
+  esac
+  echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
+done
