@@ -278,19 +278,18 @@ def _plan(b, l, h, n, p=64, chunk=64, aligned=True, force=None, sms=132):
     return None if plan is None else plan[0]
 
 
-def test_the_table_segments_exactly_the_long_few_pair_shapes_its_prediction_favours():
-    """seqlen >= 16K, chunk 64, aligned, headdim 64: dstate 64 with <= 64 (b, h) pairs, dstate 128 with
-    <= 128; S fills one wave of the walk (264 slots on 132 SMs)."""
-    assert _plan(2, 32768, 32, 64) == 4 and _plan(2, 16384, 32, 128) == 4 and _plan(2, 65536, 64, 128) == 2
-    assert _plan(2, 16384, 32, 64, sms=66) == 2                 # a smaller GPU: fewer segments
-    assert _plan(1, 16384, 32, 64) == 8
-    assert _plan(2, 32768, 64, 64) is None                       # 128 pairs at dstate 64: predicted slower
-    assert _plan(2, 8192, 32, 64) is None                        # shorter than 16K
-    assert _plan(2, 32768, 32, 256) is None                      # no segment walk at dstate 256
-    assert _plan(2, 32768, 32, 64, chunk=128) is None
-    assert _plan(2, 32768, 32, 64, aligned=False) is None and _plan(2, 32768 - 5, 32, 64) is None
-    assert _plan(2, 32768, 32, 64, p=128) is None
-    assert _plan(8, 32768, 32, 64) is None                       # 256 pairs: the plain walk's rows
+def test_the_table_never_segments_and_the_switch_segments_what_the_passes_serve():
+    """Until the segmented walk is gated on a GPU no table row selects it, not even at the long
+    few-pair shapes its prediction favours; forced, the passes take only problems they serve."""
+    for b, l, h, n in ((2, 32768, 32, 64), (2, 16384, 32, 128), (2, 65536, 64, 128), (1, 16384, 32, 64)):
+        assert _plan(b, l, h, n) is None
+    F = 4   # forced: at most F segments (dispatch.segments without a force fills one wave, tested below)
+    assert _plan(2, 32768, 32, 64, force=F) == 4 and _plan(2, 16384, 32, 128, force=F) == 4
+    assert _plan(2, 65536, 64, 128, force=2) == 2 and _plan(1, 16384, 32, 64, force=8) == 8
+    assert _plan(2, 32768, 32, 256, force=F) is None             # no segment walk at dstate 256
+    assert _plan(2, 32768, 32, 64, chunk=128, force=F) is None
+    assert _plan(2, 32768, 32, 64, aligned=False, force=F) is None and _plan(2, 32768 - 5, 32, 64, force=F) is None
+    assert _plan(2, 32768, 32, 64, p=128, force=F) == 4          # headdim tiles of 64: any headdim
     assert _plan(2, 32768, 32, 64, force=1) is None              # the switch turns it off
     assert _plan(2, 256, 4, 64, p=16, force=8) == 4              # forced: any size, S divides the chunks
     assert _plan(2, 192, 4, 64, force=8) is None                 # 3 chunks: no power of two > 1 divides

@@ -243,11 +243,6 @@ def _walks(p: Problem) -> bool:
     return _aligned_at(64)(p) and p.headdim == 64 and p.batch_heads >= 256
 
 
-def _segments_pay(p: Problem) -> bool:
-    return (_aligned_at(64)(p) and p.headdim == 64 and p.seqlen >= SEGMENT_MIN_SEQLEN
-            and p.batch_heads <= {64: 64, 128: 128}.get(p.dstate, 0))
-
-
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
@@ -309,13 +304,12 @@ TABLE: dict[str, tuple[Rule, ...]] = {
              walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
         Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
     ),
-    # The segmented walk, where kernels/cutile/NOTES.md's prediction (bench.segments_model) has it at least
-    # as fast as the two kernels: 0.91-0.97x at 64 (b, h) pairs and at dstate 128 with 128; h64 dstate 64
-    # (128 pairs) loses there (1.14x). Not yet measured. SEG_OFF (BN = 0) keeps the other paths.
+    # The segmented walk runs only where SEGMENTS_ENV forces it: no row selects it until the suite has
+    # passed on it on a GPU and a race has measured it. kernels/cutile/NOTES.md's prediction
+    # (bench.segments_model) has it 0.91-0.97x of the two kernels at 64 (b, h) pairs (seqlen >= 16K,
+    # chunk 64, headdim 64, dstate 64) and at dstate 128 with 128 pairs, 1.14x at h64 dstate 64.
     "segment_state": (
-        Rule(f"{_ALIGNED}, chunk 64, headdim 64, seqlen >= 16K, dstate 64 with batch*heads <= 64 "
-             "or dstate 128 with batch*heads <= 128", _segments_pay, SEGMENT_STATE),
-        Rule("otherwise: no segments", _always, SEG_OFF),
+        Rule("unless forced: no segments", _always, SEG_OFF),
     ),
     "segment_pass": (
         Rule("always", _always, Config(_c(BP=64, BN=64))),
