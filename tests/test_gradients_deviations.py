@@ -169,3 +169,55 @@ def test_the_gradient_suite_counts_the_declared_deviation_and_strict_fails_an_un
     proc, rep = _declared_run("tests.test_gradients_deviations:correct_declaring", "--ssd-strict-deviations",
                               tmp_path=tmp_path)
     assert proc.returncode == 1 and "unexpected pass of a declared deviation" in proc.stdout, proc.stdout[-3000:]
+
+
+# ---------------------------------------------------------------- the finding's script, on the CPU
+
+FINDINGS = ROOT / "docs" / "findings"
+
+
+def _script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tilegym_ddt_zero_dt", FINDINGS / "tilegym_ddt_zero_dt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_finding_script_computes_the_math():
+    """Its float64 gradients are the recurrence oracle's, finite at the tokens with dt == 0."""
+    s = _script()
+    kw = s.problem()
+    got = dict(zip(s.NAMES, s.grads_f64(**kw)))
+    ours = ssd_grads_recurrence_f64(dict(x=kw["x"], dt=kw["dt"], A=kw["a"], B=kw["b"], C=kw["c"], D=kw["d"],
+                                         initial_states=kw["init_state"], chunk_size=s.CHUNK, return_final_states=True),
+                                    kw["dout"], kw["dfinal_state"])
+    for name, key in zip(s.NAMES, ("x", "A", "B", "C", "D", "dt", "initial_states")):
+        assert torch.allclose(got[name], ours[key], rtol=1e-10, atol=1e-10), name
+    zero = kw["dt"] == 0
+    assert int(zero.sum()) > 0 and torch.isfinite(got["ddt"][zero]).all()
+
+
+def _wheel_file(tmp_path) -> Path:
+    import zipfile
+    from kernels.peers.sources import PeerSourceMissing, peer_file
+    try:
+        wheel = peer_file("tilegym")
+    except PeerSourceMissing as e:
+        pytest.skip(str(e))
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    return tmp_path / "tilegym"
+
+
+def test_the_root_cause_line_is_where_the_finding_says_and_the_fix_applies_to_a_copy(tmp_path):
+    s = _script()
+    pkg = _wheel_file(tmp_path / "wheel")
+    text = (pkg / s.BUGGY_FILE).read_text()
+    assert text.count(s.FIX[0]) == 1
+    line = text[:text.index(s.FIX[0])].count("\n") + 1
+    assert line == 435 and "mamba2.py:435" in (FINDINGS / "tilegym-ddt-at-zero-dt.md").read_text()
+    for name in ("dcbT_out = xdoT * W * dt_tile[:, None]", "rs = ct.sum(dcbcb, axis=1)", "rawT = ct.mma("):
+        assert name in text     # the fix reads names the kernel defines; rs carries dt
+    fixed = Path(s.with_fix(str(pkg))) / "tilegym"
+    assert s.FIX[1] in (fixed / s.BUGGY_FILE).read_text() and s.FIX[0] not in (fixed / s.BUGGY_FILE).read_text()
+    assert s.FIX[0] in (pkg / s.BUGGY_FILE).read_text()   # the original is left as it was
