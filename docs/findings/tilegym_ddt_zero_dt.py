@@ -55,6 +55,14 @@ def with_fix(pkg_dir: str) -> str:
     return root
 
 
+def version(dist: str) -> str:
+    import importlib.metadata as md
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:    # an unpacked wheel on PYTHONPATH has no metadata
+        return "(version unknown: not installed as a distribution)"
+
+
 def problem(device="cpu"):
     """mamba2_chunk_backward's inputs (fp32): x, a, b, c, d, dt, init_state, dout, dfinal_state."""
     g = torch.Generator().manual_seed(0)
@@ -104,10 +112,9 @@ def main(argv=None) -> int:
         for name in [m for m in sys.modules if m == "tilegym" or m.startswith("tilegym.")]:
             del sys.modules[name]
     mod = importlib.import_module(MODULE)
-    import importlib.metadata as md
-    print(f"tilegym {md.version('tilegym')}{' + the one-line fix' if args.fixed else ''} from "
+    print(f"tilegym {version('tilegym')}{' + the one-line fix' if args.fixed else ''} from "
           f"{os.path.dirname(os.path.dirname(os.path.dirname(mod.__file__)))}; torch {torch.__version__}, "
-          f"cuda-tile {md.version('cuda-tile')}, {torch.cuda.get_device_name()}")
+          f"cuda-tile {version('cuda-tile')}, {torch.cuda.get_device_name()}")
     kw = problem("cuda")
     got = mod.mamba2_chunk_backward(**kw, chunk_size=CHUNK)
     torch.cuda.synchronize()
