@@ -36,8 +36,8 @@ case "$PART" in
      exit 2 ;;
 esac
 BUDGET_S=${BUDGET_S:-530}; JOBS=${JOBS:-14}; MUTANT_S=${MUTANT_S:-300}; BASELINE_S=${BASELINE_S:-480}
-OUT_DIR=$DEST/$PART
-mkdir -p "$OUT_DIR"
+PART_DIR=$DEST/$PART
+mkdir -p "$PART_DIR"
 if [ -z "${SSDCHECK_GPU_SITE:-}" ]; then   # setup.sh not sourced yet
   if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_backward: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi
 fi
@@ -47,9 +47,9 @@ export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   
 case "$PART" in
   grad-*)
     impl=${PART#grad-}
-    python3 scripts/grad_gpu.py --impl "$impl" --out "$OUT_DIR" --budget-s "$BUDGET_S" ${K:+-k "$K"}
+    python3 scripts/grad_gpu.py --impl "$impl" --out "$PART_DIR" --budget-s "$BUDGET_S" ${K:+-k "$K"}
     rc=$?
-    python3 - "$OUT_DIR/report.json" <<'EOF' | tee "$OUT_DIR/deviations.txt"
+    python3 - "$PART_DIR/report.json" <<'EOF' | tee "$PART_DIR/deviations.txt"
 import json, sys
 try:
     s = json.load(open(sys.argv[1]))["summary"]
@@ -61,10 +61,10 @@ EOF
   mutants-*)
     catalog=${PART#mutants-}; catalog=${catalog//-/_}_bwd
     timeout $((BASELINE_S + 60)) python3 -m mutation.run --catalog "$catalog" --jobs "$JOBS" --budget-s "$MUTANT_S" \
-      --baseline-budget-s "$BASELINE_S" --json "$OUT_DIR/mutation.json" --md "$OUT_DIR/mutation.md" 2>&1 \
-      | tee "$OUT_DIR/mutation.log"
+      --baseline-budget-s "$BASELINE_S" --json "$PART_DIR/mutation.json" --md "$PART_DIR/mutation.md" 2>&1 \
+      | tee "$PART_DIR/mutation.log"
     rc=${PIPESTATUS[0]}
     ;;
 esac
-echo "gpu_backward: $PART exit $rc; files in $OUT_DIR"
+echo "gpu_backward: $PART exit $rc; files in $PART_DIR"
 exit "$rc"
