@@ -5,6 +5,9 @@ and the real-world mistake it models. A catalog is a module `mutation/catalog_<n
 
     IMPL = "torch-ref"          # the --impl the suite runs against the mutated copy
     MUTANTS = (Mutant(...), ...)
+    TESTS = "tests/test_gradients.py"       # optional: the test file that judges a mutant
+                                            # (default tests/test_properties.py, the forward suite)
+    PYTEST_ARGS = ("-k", "not slow")        # optional: more arguments of that command
 
 and is registered in `CATALOGS` below. A peer catalog also sets `PEER = "tilegym"` (a name of
 kernels/peers/sources.py): its files are paths inside a copy of that peer's published package
@@ -20,6 +23,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent   # where the catalog's TESTS file lives
 
 # What kind of mistake a mutant models (the report groups by these).
 CATEGORIES = {
@@ -48,7 +53,11 @@ CATALOGS = {
     "cutile_seg": "mutation.catalog_cutile_seg",
     "tilegym": "mutation.catalog_tilegym",
     "mamba_ssm": "mutation.catalog_mamba_ssm",
+    "tilegym_bwd": "mutation.catalog_tilegym_bwd",
+    "mamba_ssm_bwd": "mutation.catalog_mamba_ssm_bwd",
 }
+
+DEFAULT_TESTS = "tests/test_properties.py"   # the forward property suite
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class Catalog:
     mutants: tuple[Mutant, ...]
     env: tuple[tuple[str, str], ...] = ()   # environment the baseline and every mutant run with
     peer: str | None = None   # a peer catalog: files are relative to a copy of this peer's package
+    tests: str = DEFAULT_TESTS          # the test file whose failure kills a mutant
+    pytest_args: tuple[str, ...] = ()   # more arguments of the command (after the runner's own)
 
     def by_id(self, mutant_id: str) -> Mutant:
         for m in self.mutants:
@@ -111,13 +122,22 @@ def load_catalog(name: str) -> Catalog:
     if name not in CATALOGS:
         raise ValueError(f"--catalog: unknown catalog {name!r}; known: {', '.join(CATALOGS)}")
     module = importlib.import_module(CATALOGS[name])
+    tests = getattr(module, "TESTS", DEFAULT_TESTS)
+    if not (isinstance(tests, str) and tests.startswith("tests/test_") and tests.endswith(".py")):
+        raise ValueError(f"{CATALOGS[name]}.TESTS: expected a test file path 'tests/test_*.py', got {tests!r}")
+    extra = getattr(module, "PYTEST_ARGS", ())
+    if not (isinstance(extra, tuple) and all(isinstance(a, str) for a in extra)):
+        raise ValueError(f"{CATALOGS[name]}.PYTEST_ARGS: expected a tuple of strings, got {extra!r}")
     return Catalog(name=name, impl=module.IMPL, mutants=tuple(module.MUTANTS),
-                   env=tuple(sorted(getattr(module, "ENV", {}).items())), peer=getattr(module, "PEER", None))
+                   env=tuple(sorted(getattr(module, "ENV", {}).items())), peer=getattr(module, "PEER", None),
+                   tests=tests, pytest_args=extra)
 
 
 def check_catalog(catalog: Catalog, root: Path) -> list[str]:
     """Every way the catalog disagrees with the source tree at `root`; empty when it is sound."""
     problems = []
+    if not (REPO / catalog.tests).is_file():
+        problems.append(f"{catalog.name}: TESTS {catalog.tests} does not exist in {REPO}")
     seen = set()
     for m in catalog.mutants:
         where = f"{catalog.name}:{m.id}"

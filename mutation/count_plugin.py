@@ -6,7 +6,7 @@ every test (so a run killed on timeout still leaves what it finished). Per test 
     examples        calls of the test body (Hypothesis examples, including a final replay)
     first_failure   1-based index of the first example that raised, or null
     error           "ExcType: first line of the message" of that example
-    problem         the SSDProblem(...) line of a property failure, when there is one
+    problem         the SSDProblem(...) (or GradProblem(...)) line of a property failure, when there is one
     outcome         passed | failed | skipped | error (setup/teardown failed)
     seconds         the call phase's duration
 
@@ -84,7 +84,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def _problem_line(e: BaseException) -> str | None:
-    return next((ln.strip() for ln in str(e).splitlines() if ln.strip().startswith("SSDProblem(")), None)
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip().startswith(("SSDProblem(", "GradProblem("))),
+                None)
 
 
 SEED_ENV = "SSDCHECK_MUTATION_SEED"

@@ -11,6 +11,9 @@ fresh temporary directory, apply the mutant there, and run the users' own comman
     python -m pytest tests/test_properties.py --impl <impl> --hypothesis-profile=mutant -x -q
            -p no:cacheprovider -p mutation.count_plugin
 
+(a catalog's TESTS replaces the test file, tests/test_gradients.py for the backward catalogs, and its
+PYTEST_ARGS come after the runner's own arguments)
+
 in its own process group, killed when it runs past --budget-s. The outcome:
 
     killed             pytest exit 1 and a test failed in its call phase (the property that failed, the
@@ -33,6 +36,7 @@ for a host-side mutant: `compiles` (a candidate for the GPU run) or `invalid (do
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -48,10 +52,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mutation import peer_copy
-from mutation.catalog import Catalog, Mutant, check_catalog, load_catalog
+from mutation.catalog import DEFAULT_TESTS, Catalog, Mutant, check_catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_FILE = "tests/test_properties.py"
+TEST_FILE = DEFAULT_TESTS   # a catalog without TESTS: the forward property suite
 SKIP_PARTS = {".git", ".hypothesis", ".pytest_cache", "__pycache__", ".ssdcheck-cache"}
 
 
@@ -115,15 +119,22 @@ def apply_patch(tree: Path, patch: Path) -> None:
         raise SystemExit(f"--patch {patch}: does not apply: {proc.stderr.strip()}")
 
 
-def pytest_args(impl: str, matrix: bool, seed: int | None = None, plugins=()) -> list[str]:
-    """The users' own command (after `python -m pytest`), plus the counting plugin (and a peer's, see
-    peer_copy.pytest_plugins); with `seed`, the same 12 examples per property drawn at random from that seed
-    instead of derandomized."""
-    args = [TEST_FILE, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
-            "-p", "mutation.count_plugin", *plugins]
+def pytest_args(impl: str, matrix: bool, seed: int | None = None, plugins=(), tests: str = TEST_FILE,
+                extra=()) -> list[str]:
+    """The users' own command (after `python -m pytest`) on the catalog's test file `tests`, plus the
+    counting plugin (and a peer's, see peer_copy.pytest_plugins) and the catalog's `extra` arguments;
+    with `seed`, the same 12 examples per property drawn at random from that seed instead of derandomized."""
+    args = [tests, "--impl", impl, "--hypothesis-profile=mutant", "-q", "-p", "no:cacheprovider",
+            "-p", "mutation.count_plugin", *plugins, *extra]
     if seed is not None:
         args.append(f"--hypothesis-seed={seed}")
     return args if matrix else args + ["-x"]
+
+
+def catalog_pytest_args(catalog: Catalog, matrix: bool, seed: int | None = None) -> list[str]:
+    """pytest_args for a catalog: its impl, test file (TESTS), extra arguments and peer plugin."""
+    return pytest_args(catalog.impl, matrix, seed, peer_copy.pytest_plugins(catalog.peer), catalog.tests,
+                       catalog.pytest_args)
 
 
 def pytest_command(impl: str, matrix: bool) -> list[str]:
@@ -385,13 +396,16 @@ def _cleanup(job: _Job, keep: bool) -> None:
 
 
 def run_one(mutant: Mutant | None, impl: str, *, root: Path = ROOT, budget_s: float = 60.0, matrix: bool = False,
-            isolation: str = "fork", keep: bool = False, peer: str | None = None) -> Outcome:
-    """Run the suite once on a fresh copy of `root` with `mutant` applied (None: the unmutated tree)."""
+            isolation: str = "fork", keep: bool = False, peer: str | None = None, tests: str = TEST_FILE,
+            extra=()) -> Outcome:
+    """Run the suite (the test file `tests`, with `extra` arguments) once on a fresh copy of `root` with
+    `mutant` applied (None: the unmutated tree)."""
     with tempfile.TemporaryDirectory(prefix="ssdcheck-snapshot-") as tmp:
         snap = snapshot(root, Path(tmp) / "repo")
         peer_snap = peer_copy.unpack(peer, Path(tmp) / "peer") if peer else None
+        args = pytest_args(impl, matrix, None, peer_copy.pytest_plugins(peer), tests, extra)
         return execute([mutant], snap, impl, budget_s=budget_s, jobs=1, matrix=matrix, isolation=isolation,
-                       keep=keep, peer=peer, peer_snap=peer_snap)[0]
+                       keep=keep, peer=peer, peer_snap=peer_snap, args=args)[0]
 
 
 def code_root(catalog: Catalog, tmp: Path) -> Path:
@@ -446,6 +460,8 @@ class Report:
     patches: tuple = ()
     seed: int | None = None
     seeded: list = field(default_factory=list)   # --seeds: the reports of the seeded re-runs
+    tests: str = TEST_FILE                       # the catalog's test file (TESTS)
+    extra: tuple = ()                            # the catalog's PYTEST_ARGS
 
     def counted(self) -> list:
         return [o for o in self.outcomes if o.equivalent is None and o.status != "invalid"]
@@ -489,7 +505,8 @@ class Report:
             "matrix": self.matrix, "isolation": self.isolation, "patches": [str(p) for p in self.patches],
             "seed": self.seed,
             "env": {k: v for k, v in os.environ.items() if k.startswith("SSDCHECK_") and "MUTATION" not in k},
-            "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix)),
+            "command": "python -m pytest " + " ".join(pytest_args(self.impl, self.matrix, tests=self.tests,
+                                                                  extra=self.extra)),
         }
 
     def to_json(self) -> dict:
@@ -551,11 +568,13 @@ def run_catalog(catalog: Catalog, *, only=None, budget_s: float = 60.0, jobs: in
         problems = check_catalog(catalog, peer_snap or snap)
         results = execute(todo, snap, catalog.impl, problems=problems, budget_s=budget_s, jobs=jobs,
                           matrix=matrix, isolation=isolation, seed=seed, progress=progress,
-                          baseline_budget_s=baseline_budget_s, peer=catalog.peer, peer_snap=peer_snap)
+                          baseline_budget_s=baseline_budget_s, peer=catalog.peer, peer_snap=peer_snap,
+                          args=catalog_pytest_args(catalog, matrix, seed))
     base = results.pop(0) if baseline else None
     return Report(catalog=catalog.name, impl=catalog.impl, outcomes=results, baseline=base,
                   seconds=time.monotonic() - start, jobs=jobs, budget_s=budget_s, matrix=matrix,
-                  isolation=isolation, patches=tuple(patches), seed=seed)
+                  isolation=isolation, patches=tuple(patches), seed=seed, tests=catalog.tests,
+                  extra=catalog.pytest_args)
 
 
 # ---------------------------------------------------------------- --compile-only (cuTile, CPU)
@@ -817,7 +836,8 @@ def main(argv=None) -> int:
         if not args.only or len(args.only) != 1:
             ap.error("--keep needs exactly one --only ID")
         o = run_one(catalog.by_id(args.only[0]), catalog.impl, budget_s=args.budget_s, matrix=args.matrix,
-                    isolation=args.isolation, keep=True, peer=catalog.peer)
+                    isolation=args.isolation, keep=True, peer=catalog.peer, tests=catalog.tests,
+                    extra=catalog.pytest_args)
         _progress(o)
         return 0
     for p in problems:
@@ -829,8 +849,7 @@ def main(argv=None) -> int:
         except ValueError as e:
             ap.error(str(e))
         if args.only:
-            catalog = Catalog(catalog.name, catalog.impl, tuple(catalog.by_id(i) for i in args.only), catalog.env,
-                              catalog.peer)
+            catalog = dataclasses.replace(catalog, mutants=tuple(catalog.by_id(i) for i in args.only))
         ttf.run(catalog, cache=args.cache, shard=shard, jobs=args.jobs, fuzz_s=args.fuzz_seconds,
                 budget_s=args.budget_s, total_s=args.total_s, results=args.results, profile=args.profile,
                 extra=args.pytest_args, isolation=args.isolation, progress=_ttf_progress)

@@ -9,7 +9,7 @@ Each run is a fresh process (process isolation: the seconds include Python's sta
     python -m pytest tests/test_properties.py --impl <impl> --hypothesis-profile=gpu -x -q
            --ssd-fuzz-seconds=F --ssd-compile-cache <cache>/cutile -p no:cacheprovider -p mutation.count_plugin
 
-(TRITON_CACHE_DIR=<cache>/triton) on a fresh copy of the tree with one mutant applied (a peer
+(a catalog's TESTS replaces the test file; TRITON_CACHE_DIR=<cache>/triton) on a fresh copy of the tree with one mutant applied (a peer
 catalog: a fresh copy of the pristine peer package, first on the path). Per run it records the
 seconds from the command's start to the first failing example (the moment it raised, stamped by
 mutation/count_plugin.py: what a fail-fast run prints at once; the report after shrinking comes
@@ -50,7 +50,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mutation.catalog import Catalog, Mutant, check_catalog, load_catalog
+from mutation.catalog import DEFAULT_TESTS, Catalog, Mutant, check_catalog, load_catalog
 
 BASELINE, FILL = "(baseline)", "(warm-fill)"
 CACHES = ("empty", "cold", "warm")
@@ -121,11 +121,13 @@ def pending(catalog: Catalog, cache: str, shard: tuple[int, int], done: list[dic
             if (catalog.name, cache, m.id if m else BASELINE, mutant_digest(m), None if m else label) not in have]
 
 
-def pytest_args(impl: str, profile: str, fuzz_s: float, plugins=(), extra: str = "") -> list[str]:
-    """The users' fuzz command (after `python -m pytest`), plus the counting plugin."""
-    return ["tests/test_properties.py", "--impl", impl, f"--hypothesis-profile={profile}", "-x", "-q",
+def pytest_args(impl: str, profile: str, fuzz_s: float, plugins=(), extra: str = "",
+                tests: str = DEFAULT_TESTS, catalog_args=()) -> list[str]:
+    """The users' fuzz command (after `python -m pytest`) on the catalog's test file, plus the counting
+    plugin, the catalog's PYTEST_ARGS and then --pytest-args (`extra`)."""
+    return [tests, "--impl", impl, f"--hypothesis-profile={profile}", "-x", "-q",
             f"--ssd-fuzz-seconds={fuzz_s:g}", "-p", "no:cacheprovider", "-p", "mutation.count_plugin",
-            *plugins, *shlex.split(extra)]
+            *plugins, *catalog_args, *shlex.split(extra)]
 
 
 def cache_setup(cache_dir: Path) -> tuple[dict, list[str]]:
@@ -187,7 +189,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
 
     if not todo:
         return written
-    args = pytest_args(catalog.impl, profile, fuzz_s, peer_copy.pytest_plugins(catalog.peer), extra)
+    args = pytest_args(catalog.impl, profile, fuzz_s, peer_copy.pytest_plugins(catalog.peer), extra, catalog.tests,
+                       catalog.pytest_args)
     with tempfile.TemporaryDirectory(prefix="ssdcheck-ttf-") as tmp:
         tmp = Path(tmp)
         snap = snapshot(ROOT, tmp / "repo")

@@ -4,7 +4,8 @@
 declared backward supports (never varlen states: they have no gradient), then the dy regime: its
 scale (1, or 1e-2 / 1e2: small and large gradients, inside float16's normal range at the sizes drawn:
 at 1e-3 fp16 gradients of a seqlen-1 problem reach its subnormals, 2e-5, and lose digits), tokens
-where dy is 0, and d final_states on or off.
+where dy is 0, d final_states on or off, and in half the draws skipped tokens (processed dt 0: padding,
+a clamped negative dt) every 3rd or 5th token.
 """
 from __future__ import annotations
 
@@ -30,4 +31,5 @@ def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     # is then the right float16 answer, not a bug)
     scales = [1.0, 1.0, 1e-2] + ([] if base.dtype == "float16" else [1e2])
     return GradProblem.of(base, dy_scale=draw(st.sampled_from(scales)),
-                          dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal)
+                          dy_zero_stride=draw(st.sampled_from([0, 0, 2, 5])), dfinal=dfinal,
+                          dt_zero_stride=draw(st.sampled_from([0, 0, 3, 5])))

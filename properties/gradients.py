@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from oracles.grad_f64 import autograd_grads, grad_inputs, ssd_grads_chunked_f64
 from oracles.yardstick_bwd import ssd_yardstick_bwd
-from properties.grad_problem import GradProblem
+from properties.grad_problem import GradProblem, skip_tokens
 from properties.invariants import _outside, _result, _slice_time, decay_span, device_for, split_point
 from properties.report import PropertyResult
 from properties.timing import phase
@@ -342,8 +342,8 @@ def prop_grad_seq_idx_packing(info, problem: GradProblem) -> PropertyResult:
 
 
 def prop_grad_finite_under_extreme_decay(info, problem: GradProblem) -> PropertyResult:
-    """Finite gradients when A*dt reaches -1e4, steps span 1e-3 to 1e2, and every fifth token is
-    skipped (processed dt exactly 0, as padding or a clamped negative dt)."""
+    """Finite gradients when A*dt reaches -1e4 and steps span 1e-3 to 1e2, with the problem's skipped
+    tokens (dt_zero_stride: processed dt exactly 0, as padding or a clamped negative dt)."""
     prop = "prop_grad_finite_under_extreme_decay"
     if (skip := _needs_backward(prop, info, problem)) is not None:
         return skip
@@ -354,11 +354,9 @@ def prop_grad_finite_under_extreme_decay(info, problem: GradProblem) -> Property
     kw["A"] = (-(10.0 ** (2.0 * torch.rand(h, generator=g)))).to(kw["A"].device)          # -1 .. -1e2
     target = 10.0 ** (-3.0 + 5.0 * torch.rand(kw["dt"].shape, generator=g, dtype=torch.float64))
     bias = kw["dt_bias"].double().cpu() if "dt_bias" in kw else 0.0
-    raw = target - bias                                                                   # softplus(v) ~ v above 20
-    skip_value = torch.full_like(raw, -1.0e4) if problem.dt_softplus else -bias + torch.zeros_like(raw)
-    skipped = torch.zeros_like(raw, dtype=torch.bool)
-    skipped[:, ::5] = True
-    kw["dt"] = torch.where(skipped, skip_value, raw).to(kw["dt"].dtype).to(kw["dt"].device)
+    kw["dt"] = (target - bias).to(kw["dt"].dtype).to(kw["dt"].device)                   # softplus(v) ~ v above 20
+    if problem.dt_zero_stride:
+        kw["dt"] = skip_tokens(kw, problem.dt_zero_stride)
     kw.pop("dt_limit", None)
     got = run_backward(info, kw, dy, dfinal)
     comps = []

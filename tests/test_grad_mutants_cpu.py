@@ -14,15 +14,17 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from kernels.peers.sources import PeerSourceMissing, peer_file
-from mutation.catalog import Catalog, check_catalog
+from mutation import catalog as registry
+from mutation.catalog import check_catalog, load_catalog
 
 CATALOGS = ("mutation.catalog_tilegym_bwd", "mutation.catalog_mamba_ssm_bwd")
 
 
 def _load(module_name: str):
-    module = importlib.import_module(module_name)
-    return module, Catalog(name=module_name.rsplit(".", 1)[1].removeprefix("catalog_"), impl=module.IMPL,
-                           mutants=tuple(module.MUTANTS), env=tuple(sorted(module.ENV.items())))
+    """The module and its registered catalog (mutation/catalog.py CATALOGS)."""
+    name = module_name.rsplit(".", 1)[1].removeprefix("catalog_")
+    assert registry.CATALOGS.get(name) == module_name, f"{module_name} is not registered as {name!r} in CATALOGS"
+    return importlib.import_module(module_name), load_catalog(name)
 
 
 def _unpack_files(peer: str, files: set[str], dest: Path) -> Path:
@@ -56,7 +58,7 @@ def test_catalog_sizes():
 @pytest.mark.parametrize("module_name", CATALOGS)
 def test_snippets_occur_exactly_once_in_the_pristine_peer(module_name, tmp_path):
     module, catalog = _load(module_name)
-    assert module.TESTS == "tests/test_gradients.py"
+    assert catalog.tests == "tests/test_gradients.py"
     root = _unpack_files(module.PEER, {m.file for m in catalog.mutants}, tmp_path)
     problems = check_catalog(catalog, root)
     assert not problems, "\n".join(problems)

@@ -85,7 +85,7 @@ POWER = {
     "prop_grad_linearity": (_stale_accumulator, _BASE),
     "prop_grad_group_broadcast": (_group_sum_from_first_head, _BASE),
     "prop_grad_seq_idx_packing": (_no_reset_at_sequence_starts, _BASE.replace(seq_starts=(16, 21))),
-    "prop_grad_finite_under_extreme_decay": (_ddt_through_a_division, _BASE),
+    "prop_grad_finite_under_extreme_decay": (_ddt_through_a_division, _BASE.replace(dt_zero_stride=5)),
     "prop_grad_determinism": (_noise, _BASE),
 }
 

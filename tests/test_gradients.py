@@ -10,6 +10,7 @@ from hypothesis import event, given, note, reject, target
 from hypothesis import strategies as st
 
 from properties import gradients, invariants
+from properties.deviations import declared_examples, unmet
 from properties.grad_strategies import grad_problems
 from properties.report import assert_passed
 from properties.strategies import tally
@@ -79,3 +80,20 @@ def test_grad_finite_under_extreme_decay(impl, data):
 @given(data=st.data())
 def test_grad_determinism(impl, data):
     check("prop_grad_determinism", impl, data)
+
+
+def test_grad_declared_deviations_occur(impl, ieee_reference_math):
+    """Every declared deviation of the backward (KernelInfo.deviations naming gradient properties) on its
+    own examples: reported as the known deviation (an unexpected pass listed in the report, a failure
+    under --ssd-strict-deviations), the other gradients still checked; each (deviation, property) met."""
+    if impl.backward is None:
+        pytest.skip(f"{impl.name} declares no backward (KernelInfo.backward is None)")
+    runs = []
+    for d, problem, prop in declared_examples(impl, backward=True):
+        result = gradients.GRAD_PROPERTIES[prop](impl, problem)
+        assert_passed(result, test_file="tests/test_gradients.py")
+        runs.append((d, prop, result))
+    if not runs:
+        pytest.skip(f"{impl.name} declares no deviations of its backward")
+    missing = unmet(impl, runs, backward=True)
+    assert not missing, f"{impl.name}: declared deviations never met by their examples: {missing}"

@@ -7,6 +7,7 @@ See mutation/README.md for what the numbers mean and how to add a mutant.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -129,3 +130,60 @@ def test_compile_only_compiles_just_the_kernel_a_helper_mutant_reaches():
                     (m.id, got)
     scan = next(m for m in load_catalog("cutile").mutants if "wj = cbj" in m.original)
     assert touched_kernels(scan, ROOT) == ["chunk_scan"]
+
+
+# ---------------------------------------------------------------- catalogs judged by another test file
+
+def test_a_tests_catalog_builds_its_own_command():
+    """A catalog's TESTS replaces the forward suite in every command the runner builds (the kill run,
+    --keep, the report's command line, time to first failure); PYTEST_ARGS follow the runner's own."""
+    from mutation import ttf
+    from mutation.run import Report, catalog_pytest_args
+    for name, impl in (("tilegym_bwd", "tilegym"), ("mamba_ssm_bwd", "mamba-ssm")):
+        catalog = load_catalog(name)
+        assert catalog.tests == "tests/test_gradients.py" and catalog.impl == impl and catalog.peer
+        args = catalog_pytest_args(catalog, matrix=False)
+        assert args[:3] == ["tests/test_gradients.py", "--impl", impl] and args[-1] == "-x", args
+        assert "--hypothesis-profile=mutant" in args and "tests/test_properties.py" not in args
+        ttf_args = ttf.pytest_args(impl, "gpu", 60, (), "", catalog.tests, catalog.pytest_args)
+        assert ttf_args[0] == "tests/test_gradients.py", ttf_args
+        report = Report(catalog.name, impl, [], None, 0.0, 1, 60.0, False, tests=catalog.tests)
+        assert report.summary()["command"].startswith(f"python -m pytest tests/test_gradients.py --impl {impl} ")
+    forward = load_catalog("tilegym")
+    assert catalog_pytest_args(forward, False)[0] == "tests/test_properties.py"
+    extra = dataclasses.replace(forward, pytest_args=("-k", "matches_oracle"))
+    assert catalog_pytest_args(extra, True)[-2:] == ["-k", "matches_oracle"]
+
+
+def test_a_bad_tests_field_is_refused_naming_it(tmp_path, monkeypatch):
+    """TESTS must name a test file of this repository; PYTEST_ARGS a tuple of strings."""
+    import sys as _sys
+    import types
+    from mutation import catalog as cat
+    for field, value, match in (("TESTS", "test_gradients.py", "TESTS: expected a test file path"),
+                                ("PYTEST_ARGS", "-k x", "PYTEST_ARGS: expected a tuple of strings")):
+        module = types.ModuleType("mutation._bad_catalog")
+        module.IMPL, module.MUTANTS = "torch-ref", ()
+        setattr(module, field, value)
+        monkeypatch.setitem(_sys.modules, "mutation._bad_catalog", module)
+        monkeypatch.setitem(cat.CATALOGS, "bad", "mutation._bad_catalog")
+        with pytest.raises(ValueError, match=match):
+            cat.load_catalog("bad")
+    missing = dataclasses.replace(load_catalog("torch_ref"), tests="tests/test_no_such_file.py")
+    assert any("TESTS tests/test_no_such_file.py does not exist" in p for p in check_catalog(missing, ROOT))
+
+
+@pytest.mark.mutation
+def test_a_tests_catalog_is_judged_by_its_test_file():
+    """End to end on the CPU: a torch-ref mutant under a catalog whose TESTS is tests/test_gradients.py is
+    killed by a gradient test, with the GradProblem it failed on (the forward suite would name
+    test_matches_oracle and an SSDProblem: the runner ignoring TESTS fails this). ~20 s."""
+    from mutation.run import run_catalog
+    mutant = load_catalog("torch_ref").by_id("causal_mask_strict")
+    catalog = dataclasses.replace(load_catalog("torch_ref"), name="torch_ref_bwd", mutants=(mutant,),
+                                  tests="tests/test_gradients.py")
+    report = run_catalog(catalog, baseline=False, jobs=1, budget_s=300)
+    (o,) = report.outcomes
+    assert o.status == "killed" and o.killed_by.startswith("test_grad_"), (o.status, o.killed_by, o.error)
+    assert o.problem and o.problem.startswith("GradProblem("), o.problem
+    assert report.summary()["command"].startswith("python -m pytest tests/test_gradients.py --impl torch-ref")

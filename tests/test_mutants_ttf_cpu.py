@@ -176,7 +176,7 @@ def _unpacked(peer, tmp_path):
         pytest.skip(str(e))
 
 
-@pytest.mark.parametrize("name", ["tilegym", "mamba_ssm"])
+@pytest.mark.parametrize("name", ["tilegym", "mamba_ssm", "tilegym_bwd", "mamba_ssm_bwd"])
 def test_peer_mutants_apply_to_a_copy_of_the_pristine_package(name, tmp_path):
     """Each mutant applies to a fresh copy unpacked from the published file, and only to that copy."""
     from mutation.run import _prepare

@@ -50,8 +50,10 @@ and the states read for dC are narrowed to the input dtype (`narrow_dtype`, l.14
 dCB is stored in c.dtype (l.1735), fp32 operands of its ct.mma stay fp32 (no tfloat32 cast in the
 backward kernels): state_dtype="input", matmul="ieee". Not deterministic where ngroups < nheads: db
 and dc are then summed over a group's heads with `atomic_store_add` (l.598-603, REDUCE_HEADS).
-Its ddt is `rs / dt_tile` (l.435): a division by the step size, so dt == 0 is outside what it can do
-(finite-gradient property).
+Its ddt is `rs / dt_tile` (l.435), where rs already carries the factor dt: at a token with dt == 0
+(padding to a whole number of chunks, which TileGym requires, or a negative dt clamped to 0 upstream)
+that is 0/0, and ddt is NaN there, though the true gradient is finite. Declared as the deviation
+ZERO_DT_DDT (docs/findings/tilegym-ddt-at-zero-dt.md): ddt on backward problems with skipped tokens.
 
 Autotune: the first call of each new shape autotunes (minutes). Correctness runs set
 TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this adapter never sets it.
@@ -62,7 +64,7 @@ import torch
 
 from kernels.contract import unpack_returns
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import Backward, KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
+from kernels.registry import Backward, Deviation, KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 NHEADS_MULTIPLE_OF = 4
@@ -189,6 +191,32 @@ def _load_backward():
     return _peer_bwd
 
 
+def skips_tokens(problem, *variants) -> bool:
+    """A backward problem with skipped tokens (GradProblem.dt_zero_stride > 0): TileGym's dt is used as
+    given (no bias, softplus or limit), so those tokens have dt exactly 0."""
+    return getattr(problem, "dt_zero_stride", 0) > 0
+
+
+# the gradient properties that compare ddt (seq_idx packing and determinism do not run on TileGym)
+_DDT_PROPS = ("prop_grad_matches_oracle", "prop_grad_no_decay_is_linear_attention", "prop_grad_chunk_size_invariance",
+              "prop_grad_split_invariance", "prop_grad_linearity", "prop_grad_group_broadcast",
+              "prop_grad_finite_under_extreme_decay")
+ZERO_DT_DDT = Deviation(
+    props=_DDT_PROPS,
+    outputs=("ddt",),
+    condition=skips_tokens,
+    reason=("ddt is NaN at every token with dt == 0: mamba2.py l.435 stores rs / dt_tile, and rs carries "
+            "the factor dt (dcbT_out = xdoT * W * dt_tile), so it is 0/0 there; the true gradient is finite"),
+    finding="docs/findings/tilegym-ddt-at-zero-dt.md",
+    examples=(  # two chunks, every 5th token skipped (tokens 0, 5, ...: one on each chunk's first row)
+        dict(batch=1, seqlen=128, nheads=4, headdim=16, dstate=16, chunk_size=64, dtype="float32",
+             initial_states=True, final_states=True, dt_zero_stride=5, seed=0),
+        dict(batch=2, seqlen=128, nheads=4, headdim=32, dstate=32, chunk_size=64, dtype="bfloat16",
+             D="h", final_states=True, dfinal=False, dt_zero_stride=3, seed=1),
+    ),
+)
+
+
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -206,6 +234,7 @@ INFO = KernelInfo(
     compile_key=compile_key,
     bitwise_batch_invariant=False,
     deterministic=True,
+    deviations=(ZERO_DT_DDT,),
     notes=("TileGym 1.5.1 mamba2_chunk_forward; dt must be >= 0 (no clamp); chunk states in the input dtype, final states fp32; TF32 intra-chunk product; "
            "bf16 is the only dtype TileGym itself tests"),
     backward=Backward(
@@ -215,4 +244,4 @@ INFO = KernelInfo(
         notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )
 
-__all__ = ["INFO", "tilegym_forward", "tilegym_backward", "NHEADS_MULTIPLE_OF"]
+__all__ = ["INFO", "ZERO_DT_DDT", "skips_tokens", "tilegym_forward", "tilegym_backward", "NHEADS_MULTIPLE_OF"]
