@@ -1,14 +1,12 @@
 """CI compile of the cuTile kernels on the CPU (no GPU), one test per compile unit and architecture:
 
 - sm_90, the GPU the suite runs on: every unit the dispatch table can launch (the full matrix).
-- sm_100: every (kernel, config) at each element width (compile_matrix.every_config_set): float32 and
-  one 2-byte type, float16 and bfloat16 alternating over a kernel's configs, and every (kernel,
-  dtype). A config fixes the tile shapes, the code paths and the compiler hints, and the element
-  width sizes those tiles in shared memory and registers and picks the MMA shape (TF32 k=8, 16-bit
-  k=16): that is what makes a config fail to compile on one architecture and not on another.
-  float16 and bfloat16 tiles have the same shapes, bytes and MMA shapes and differ in the element's
-  format, which every kernel meets in both types here and every config meets in both on sm_90.
-  sm_100 is the datacenter part next in line to run the suite, so it keeps every config.
+- sm_100: every config once, dtypes rotating, and every kernel in every dtype
+  (compile_matrix.every_config_set). sm_100 has sm_90's budgets (228 KB of shared memory and 64K
+  registers per SM), within which every unit compiles on sm_90; what it changes is instruction
+  selection (tcgen05 MMA and tensor memory for wgmma), which follows a config's tile shapes and code
+  paths and the element type. sm_100 is the datacenter part next in line to run the suite, so it
+  keeps every config where the others keep each constant value.
 - sm_80, sm_103, sm_120: a covering set (each kernel's every constant value and occupancy once,
   dtypes rotating; compile_matrix.covering_set): these catch a construct an architecture's lowering
   rejects, not every config's resource budget.
@@ -82,7 +80,7 @@ def _keys(units) -> set:
 def scope_gaps(arch: str, units: list) -> list[str]:
     """What `units` leave out of `arch`'s scope (module docstring), each need met by any unit of the
     specializations listed for it; empty: nothing."""
-    matrix, width = cm.enumerate_matrix(), cm.ELEMENT_WIDTH
+    matrix = cm.enumerate_matrix()
 
     def keys_where(match) -> set:
         return {_spec(v) for v in matrix if match(v)}
@@ -90,8 +88,7 @@ def scope_gaps(arch: str, units: list) -> list[str]:
     if arch in cm.EVERY_UNIT_ARCHS:
         need = {str(u): {_spec(u)} for u in matrix}
     elif arch in cm.EVERY_CONFIG_ARCHS:
-        need = {f"{u.kernel} {u.config} at {width[u.dtype]}-byte elements": keys_where(
-                    lambda v: (v.kernel, v.config, width[v.dtype]) == (u.kernel, u.config, width[u.dtype]))
+        need = {f"{u.kernel} {u.config}": keys_where(lambda v: (v.kernel, v.config) == (u.kernel, u.config))
                 for u in matrix}
         need |= {f"{u.kernel} in {u.dtype}": keys_where(lambda v: (v.kernel, v.dtype) == (u.kernel, u.dtype))
                  for u in matrix}

@@ -25,9 +25,8 @@ from kernels.cutile import dispatch
 from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 
 EVERY_UNIT_ARCHS = ("sm_90",)                 # the GPU the suite runs on: the full matrix
-EVERY_CONFIG_ARCHS = ("sm_100",)              # every config at each element width (every_config_set)
+EVERY_CONFIG_ARCHS = ("sm_100",)              # every config once and every (kernel, dtype) (every_config_set)
 COVER_ARCHS = ("sm_80", "sm_103", "sm_120")   # a covering set
-ELEMENT_WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}   # bytes: what sizes a tile in memory
 
 
 @dataclass(frozen=True)
@@ -66,23 +65,20 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
 
 
 def every_config_set(units: list[Unit] | None = None) -> list[Unit]:
-    """Each (kernel, config) once per element width (float32; one 2-byte type, float16 and bfloat16
-    alternating over a kernel's configs), plus any (kernel, dtype) that leaves out."""
+    """Each (kernel, config) once, dtypes rotating over a kernel's configs, plus any (kernel, dtype)
+    that leaves out."""
     units = enumerate_matrix() if units is None else units
-    by_width: dict[int, list[str]] = {}
-    for dt in dict.fromkeys(u.dtype for u in units):
-        by_width.setdefault(ELEMENT_WIDTH[dt], []).append(dt)
-    configs: dict[str, list[Config]] = {}
+    dtypes = list(dict.fromkeys(u.dtype for u in units))
+    present, chosen, seen, configs_of = set(units), [], set(), {}
     for u in units:
-        if u.config not in configs.setdefault(u.kernel, []):
-            configs[u.kernel].append(u.config)
-    present = set(units)
-    chosen = [Unit(k, cfg, dts[i % len(dts)]) for k, cfgs in configs.items() for i, cfg in enumerate(cfgs)
-              for dts in by_width.values()]
-    chosen = [u for u in chosen if u in present]
-    seen = {(u.kernel, u.dtype) for u in chosen}
-    chosen += [u for u in units if (u.kernel, u.dtype) not in seen and not seen.add((u.kernel, u.dtype))]
-    return chosen
+        if (u.kernel, u.config) in seen:
+            continue
+        seen.add((u.kernel, u.config))
+        n = configs_of[u.kernel] = configs_of.get(u.kernel, -1) + 1       # this config's index in its kernel
+        rotated = dtypes[n % len(dtypes):] + dtypes[:n % len(dtypes)]
+        chosen.append(next(v for d in rotated if (v := Unit(u.kernel, u.config, d)) in present))
+    have = {(u.kernel, u.dtype) for u in chosen}
+    return chosen + [u for u in units if (u.kernel, u.dtype) not in have and not have.add((u.kernel, u.dtype))]
 
 
 def specialization(unit: Unit) -> tuple:
