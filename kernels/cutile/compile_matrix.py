@@ -8,8 +8,9 @@ A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full 
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
 chunk_cumsum). A covering set holds each kernel's every constant value and occupancy at least once
 (dtypes rotate across its picks). units_for(arch) is what CI compiles for an architecture
-(tests/test_cutile_compile.py says why each gets what it gets), one unit per specialization. Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
-layout the launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
+(tests/test_cutile_compile.py says why each gets what it gets), one unit per specialization.
+Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array layout the
+launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
 """
 from __future__ import annotations
 
