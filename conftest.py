@@ -51,6 +51,11 @@ def _profile_name(config) -> str:
 def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)   # one CPU thread per xdist worker: torch's pool thrashes otherwise
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk", None) is None:
+        # xdist's load scheduling first hands each worker a block of a quarter of its share: the block
+        # holding the compile tests (sorted first, below) kept one worker compiling for minutes after
+        # the other ran out of tests. Handed out one at a time, the tests keep both busy to the end.
+        config.option.maxschedchunk = 1
     settings.load_profile(_profile_name(config))
     problem = config.getoption("ssd_problem")
     if problem:
@@ -102,3 +107,7 @@ def pytest_collection_modifyitems(config, items):
         callspec = getattr(item, "callspec", None)
         if callspec and callspec.params.get("impl") not in (None, "torch-ref"):
             item.add_marker(pytest.mark.gpu)
+    # The tileiras compiles and the mutation run (most of the CPU suite's time, up to 2 minutes a test)
+    # go first: xdist hands tests out one at a time as workers free up (pytest_configure), so the
+    # light tests even out the heavy ones and no worker is left compiling alone at the end.
+    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("compile", "mutation")))

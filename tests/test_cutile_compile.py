@@ -1,13 +1,27 @@
-"""CI compile of the cuTile kernels on the CPU (no GPU): every configuration the dispatch table can
-choose, for sm_90 and sm_100; a covering set for sm_80, sm_103 and sm_120.
+"""CI compile of the cuTile kernels on the CPU (no GPU), one test per compile unit and architecture:
 
-The compiling tests are marked `compile` (select with `-m compile`, skip with `-m "not compile"`);
-the enumeration checks are quick and unmarked. Compiles run in
-CUTILE_COMPILE_JOBS processes (default 2) with cuTile's disk cache off, so the time is that of real
-compiles. Measured on the 2-core CI machine: see kernels/cutile/NOTES.md.
+- sm_90, the GPU the suite runs on: every unit the dispatch table can launch (the full matrix).
+- sm_100: every config once, dtypes rotating, and every kernel in every dtype
+  (compile_matrix.every_config_set). sm_100 has sm_90's budgets (228 KB of shared memory and 64K
+  registers per SM), within which every unit compiles on sm_90; what it changes is instruction
+  selection (tcgen05 MMA and tensor memory for wgmma), which follows a config's tile shapes and code
+  paths and the element type. sm_100 is the datacenter part next in line to run the suite, so it
+  keeps every config where the others keep each constant value.
+- sm_80, sm_103, sm_120: a covering set (each kernel's every constant value and occupancy once,
+  dtypes rotating; compile_matrix.covering_set): these catch a construct an architecture's lowering
+  rejects, not every config's resource budget.
+
+Units that lower to one specialization (compile_matrix.specialization: the signature cuTile names
+and the hints) compile once. The compiling tests are marked `compile` (select with `-m compile`,
+skip with `-m "not compile"`); the enumeration checks are quick and unmarked. Each unit is its own
+test, so xdist workers share the matrix (`-n 2`); compiles use the suite's compile cache
+(`--ssd-compile-cache`, `.ssdcheck-cache/cutile`), empty on a clean checkout such as CI's, so a
+unit compiled by another test of the run is not compiled twice. Measured on the 2-core CI machine:
+see kernels/cutile/NOTES.md.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -16,12 +30,7 @@ import pytest
 cm = pytest.importorskip("kernels.cutile.compile_matrix")
 pytest.importorskip("cuda.tile")
 
-JOBS = int(os.environ.get("CUTILE_COMPILE_JOBS", "2"))
-
-
-def _report(results) -> str:
-    bad = [(name, err) for name, ok, _, err in results if not ok]
-    return "\n".join(f"{name}: {err[:2000]}" for name, err in bad)
+ARCHS = cm.EVERY_UNIT_ARCHS + cm.EVERY_CONFIG_ARCHS + cm.COVER_ARCHS
 
 
 def test_matrix_is_not_empty_and_covers_every_kernel_and_dtype():
@@ -52,17 +61,6 @@ def test_matrix_holds_every_config_the_launcher_can_choose():
                                     assert cm.Unit(kernel, cfg, dtype) in units
 
 
-def test_covering_set_holds_every_constant_value():
-    units = cm.enumerate_matrix()
-    cover = cm.covering_set(units)
-    assert cover and set(cover) <= set(units)
-    for u in units:
-        for name, value in u.config.constants:
-            assert any(c.kernel == u.kernel and dict(c.config.constants).get(name) == value for c in cover), \
-                (u.kernel, name, value)
-        assert any(c.kernel == u.kernel and c.config.occupancy == u.config.occupancy for c in cover)
-
-
 def test_empty_enumeration_fails(monkeypatch):
     """An empty table must not pass as 'everything compiled'."""
     from kernels.cutile import dispatch
@@ -72,17 +70,84 @@ def test_empty_enumeration_fails(monkeypatch):
         test_matrix_is_not_empty_and_covers_every_kernel_and_dtype()
 
 
+_spec = functools.lru_cache(maxsize=None)(cm.specialization)   # the checks below ask often
+
+
+def _keys(units) -> set:
+    return {_spec(u) for u in units}
+
+
+def scope_gaps(arch: str, units: list) -> list[str]:
+    """What `units` leave out of `arch`'s scope (module docstring), each need met by any unit of the
+    specializations listed for it; empty: nothing."""
+    matrix = cm.enumerate_matrix()
+
+    def keys_where(match) -> set:
+        return {_spec(v) for v in matrix if match(v)}
+
+    if arch in cm.EVERY_UNIT_ARCHS:
+        need = {str(u): {_spec(u)} for u in matrix}
+    elif arch in cm.EVERY_CONFIG_ARCHS:
+        need = {f"{u.kernel} {u.config}": keys_where(lambda v: (v.kernel, v.config) == (u.kernel, u.config))
+                for u in matrix}
+        need |= {f"{u.kernel} in {u.dtype}": keys_where(lambda v: (v.kernel, v.dtype) == (u.kernel, u.dtype))
+                 for u in matrix}
+    else:
+        need = {f"{u.kernel} {name}={value}": keys_where(lambda v: v.kernel == u.kernel and (name, value) in
+                                                         v.config.constants)
+                for u in matrix for name, value in u.config.constants}
+        need |= {f"{u.kernel} occupancy={u.config.occupancy}": keys_where(
+                    lambda v: (v.kernel, v.config.occupancy) == (u.kernel, u.config.occupancy)) for u in matrix}
+    have = _keys(units)
+    return sorted(what for what, keys in need.items() if not keys & have)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_arch_compiles_its_whole_scope_once(arch):
+    """units_for(arch) holds every specialization its scope asks for (module docstring), each once."""
+    units = cm.units_for(arch)
+    assert units, f"{arch}: nothing to compile"
+    assert len(_keys(units)) == len(units), f"{arch}: a specialization compiled twice"
+    assert not scope_gaps(arch, units), f"{arch} leaves out: {scope_gaps(arch, units)}"
+
+
+def test_a_scope_with_a_unit_left_out_shows_the_gap():
+    for arch in ARCHS:
+        units = cm.units_for(arch)
+        for dropped in (units[0], units[-1]):
+            rest = [u for u in units if u is not dropped]
+            assert scope_gaps(arch, rest), (arch, str(dropped))
+
+
+def test_units_of_one_specialization_compile_once(monkeypatch):
+    """A kernel whose arrays do not take the element dtype compiles one unit, not one per dtype."""
+    units = cm.enumerate_matrix()
+    kept = cm.distinct(units)
+    assert len(kept) == len(_keys(units)) and _keys(kept) == _keys(units)
+    f32 = {(u.kernel, u.config): u for u in units if u.dtype == "float32"}
+    real = cm.signature
+    monkeypatch.setattr(cm, "signature", lambda u: real(f32[u.kernel, u.config]))
+    assert len(cm.distinct(units)) == len(f32)
+
+
+def _compile_params():
+    return [pytest.param(arch, u, id=f"{arch}-{u.kernel}-{u.dtype}-{u.config}") for arch in ARCHS
+            for u in cm.units_for(arch)]
+
+
 @pytest.mark.compile
-@pytest.mark.parametrize("arch,units_of", [(a, cm.enumerate_matrix) for a in cm.FULL_ARCHS] +
-                         [(a, cm.covering_set) for a in cm.COVER_ARCHS],
-                         ids=[f"{a}-every-config" for a in cm.FULL_ARCHS] + [f"{a}-covering-set" for a in cm.COVER_ARCHS])
-def test_kernels_compile(arch, units_of):
-    """sm_90 and sm_100: every configuration the dispatch table can choose; sm_80/103/120: a covering set."""
-    units = units_of()
-    assert units
-    results = cm.compile_all(units, arch, jobs=JOBS)
-    assert len(results) == len(units)
-    assert all(ok for _, ok, _, _ in results), f"{arch}: compile failures\n{_report(results)}"
+@pytest.mark.parametrize("arch,unit", _compile_params())
+def test_kernels_compile(arch, unit):
+    name, ok, seconds, err = cm.compile_unit(unit, arch)
+    assert ok, f"{arch}: {name} does not compile ({seconds:.1f} s):\n{err[:2000]}"
+
+
+def test_a_unit_that_does_not_compile_fails_its_test():
+    """A tile that is not a power of two: cuTile rejects it before tileiras (about 1 s)."""
+    from kernels.cutile.dispatch import Config
+    broken = cm.Unit("chunk_cumsum", Config((("BL", 48), ("BH", 16))), "float32")
+    with pytest.raises(AssertionError, match=r"sm_90: chunk_cumsum\[float32\|BL=48,BH=16\] does not compile"):
+        test_kernels_compile("sm_90", broken)
 
 
 @pytest.mark.compile

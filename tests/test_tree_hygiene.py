@@ -4,7 +4,8 @@ No file name, file text or member of a tracked archive names how the tree was bu
 sessions, the numbered calls and the loan terms of a GPU-lending service, the paths it took along, its
 output-folder variable, its operating guide, or the folder beside this checkout that held the peers
 (they are found through $SSDCHECK_PEERS_DIR, kernels/peers/sources.py). And nothing outside tests/ imports tests/
-(the one-way rule tests -> properties -> oracles).
+(the one-way rule tests -> properties -> oracles). The tracked files stay within TREE_BUDGET bytes,
+since every GPU run copies the tree.
 
 The patterns below are written so that they do not match their own source (a character class in the
 middle of each word), and the planted violations are assembled from pieces for the same reason.
@@ -129,6 +130,36 @@ def _tracked() -> list[str]:
 def test_the_tracked_tree_names_nothing_of_how_it_was_built():
     found = tree_violations(ROOT, _tracked())
     assert not found, f"{len(found)} words of the build process in the tree:\n" + "\n".join(found[:80])
+
+
+TREE_BUDGET = 3_000_000   # bytes of tracked files (issue 22); 2.68 MB when set
+
+
+def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str | None:
+    """None when the files at `paths` (relative to root) sum to at most `budget` bytes, else a message
+    naming the total and the biggest files."""
+    sizes = sorted(((root / rel).stat().st_size, rel) for rel in paths if (root / rel).is_file())
+    total = sum(size for size, _ in sizes)
+    if total <= budget:
+        return None
+    biggest = "\n".join(f"  {size:>9,} {rel}" for size, rel in reversed(sizes[-10:]))
+    return (f"the tracked tree is {total:,} bytes, over its budget of {budget:,} (pack raw data with "
+            f"xz -9e, drop what a committed script regenerates and no report cites; reports/raw/README.md); "
+            f"the biggest files:\n{biggest}")
+
+
+def test_the_tracked_tree_fits_its_size_budget():
+    message = over_budget(ROOT, _tracked())
+    assert message is None, message
+
+
+def test_a_tree_over_its_budget_is_named_with_its_biggest_files(tmp_path):
+    (tmp_path / "small.md").write_bytes(b"x" * 10)
+    (tmp_path / "big.tar.xz").write_bytes(b"x" * 100)
+    assert over_budget(tmp_path, ["small.md", "big.tar.xz", "deleted.txt"], budget=110) is None
+    message = over_budget(tmp_path, ["small.md", "big.tar.xz"], budget=109)
+    assert message and "110 bytes, over its budget of 109" in message, message
+    assert message.index("big.tar.xz") < message.index("small.md"), message
 
 
 def test_nothing_outside_tests_imports_tests():

@@ -7,8 +7,10 @@
 A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
 chunk_cumsum). A covering set holds each kernel's every constant value and occupancy at least once
-(dtypes rotate across its picks). Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array
-layout the launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
+(dtypes rotate across its picks). units_for(arch) is what CI compiles for an architecture
+(tests/test_cutile_compile.py says why each gets what it gets), one unit per specialization.
+Units compile with cuda.tile.compilation.export_kernel to a cubin, using the array layout the
+launcher guarantees (contiguous, 16-byte aligned, int32 indexing, no aliasing).
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from multiprocessing import get_context
 from kernels.cutile import dispatch
 from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 
-FULL_ARCHS = ("sm_90", "sm_100")
-COVER_ARCHS = ("sm_80", "sm_103", "sm_120")
+EVERY_UNIT_ARCHS = ("sm_90",)                 # the GPU the suite runs on: the full matrix
+EVERY_CONFIG_ARCHS = ("sm_100",)              # every config once and every (kernel, dtype) (every_config_set)
+COVER_ARCHS = ("sm_80", "sm_103", "sm_120")   # a covering set
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,52 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
         chosen.append(best)
         need -= features(best)
     return chosen
+
+
+def every_config_set(units: list[Unit] | None = None) -> list[Unit]:
+    """Each (kernel, config) once, dtypes rotating over a kernel's configs, plus any (kernel, dtype)
+    that leaves out."""
+    units = enumerate_matrix() if units is None else units
+    dtypes = list(dict.fromkeys(u.dtype for u in units))
+    present, chosen, seen, configs_of = set(units), [], set(), {}
+    for u in units:
+        if (u.kernel, u.config) in seen:
+            continue
+        seen.add((u.kernel, u.config))
+        n = configs_of[u.kernel] = configs_of.get(u.kernel, -1) + 1       # this config's index in its kernel
+        rotated = dtypes[n % len(dtypes):] + dtypes[:n % len(dtypes)]
+        chosen.append(next(v for d in rotated if (v := Unit(u.kernel, u.config, d)) in present))
+    have = {(u.kernel, u.dtype) for u in chosen}
+    return chosen + [u for u in units if (u.kernel, u.dtype) not in have and not have.add((u.kernel, u.dtype))]
+
+
+def specialization(unit: Unit) -> tuple:
+    """What a compile of `unit` depends on: the kernel, its signature as cuTile names it (array dtypes
+    and layouts, constants) and its compiler hints. Units with one key compile to one cubin (a kernel
+    whose arrays do not take the element dtype, say)."""
+    from cuda.tile.compilation import mangle_kernel_name  # noqa: PLC0415
+    symbol = mangle_kernel_name(_kernel_fn(unit.kernel)._pyfunc.__name__, signature(unit))
+    return unit.kernel, symbol, tuple(sorted(unit.config.hints().items()))
+
+
+def distinct(units: list[Unit]) -> list[Unit]:
+    """The first unit of each specialization, in order."""
+    seen: set = set()
+    return [u for u in units if not (k := specialization(u)) in seen and not seen.add(k)]
+
+
+def units_for(arch: str) -> list[Unit]:
+    """What CI compiles for `arch`: the full matrix, every_config_set or a covering set, one unit per
+    specialization."""
+    if arch in EVERY_UNIT_ARCHS:
+        units = enumerate_matrix()
+    elif arch in EVERY_CONFIG_ARCHS:
+        units = every_config_set()
+    elif arch in COVER_ARCHS:
+        units = covering_set()
+    else:
+        raise ValueError(f"arch: expected one of {EVERY_UNIT_ARCHS + EVERY_CONFIG_ARCHS + COVER_ARCHS}, got {arch!r}")
+    return distinct(units)
 
 
 def _kernel_fn(name: str):
