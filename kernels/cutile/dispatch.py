@@ -326,11 +326,16 @@ def choose(kernel: str, problem: Problem) -> Config:
     raise LookupError(f"dispatch table has no {kernel} row for {problem}")
 
 
+# What a switch can launch beyond the table's rows (compiled by the compile matrix all the same)
+FORCED = {"segment_state": (SEGMENT_STATE,)}
+
+
 def configs(kernel: str) -> tuple[Config, ...]:
-    """Every distinct configuration the table can choose for `kernel`, in table order (WALK_OFF, which
-    launches nothing, left out; SEG_OFF is the same sentinel)."""
+    """Every distinct configuration the launcher can choose for `kernel`: the table's, in table order,
+    then what a force switch launches (FORCED); WALK_OFF, which launches nothing, left out (SEG_OFF is
+    the same sentinel)."""
     seen: list[Config] = []
-    for rule in TABLE[kernel]:
-        if rule.config not in seen and rule.config != WALK_OFF:
-            seen.append(rule.config)
+    for config in [rule.config for rule in TABLE[kernel]] + list(FORCED.get(kernel, ())):
+        if config not in seen and config != WALK_OFF:
+            seen.append(config)
     return tuple(seen)
