@@ -21,21 +21,12 @@ suspected bugs every number is 0 up to fp32 rounding (~1e-6).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 
-
-def load():
-    """(mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata): an installed vLLM first."""
-    try:
-        from vllm.model_executor.layers.mamba.ops.ssd_combined import mamba_chunk_scan_combined_varlen
-        from vllm.v1.attention.backends.mamba2_attn import compute_varlen_chunk_metadata
-        return mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata, "installed vllm"
-    except ImportError:
-        sys.modules.pop("vllm", None)
-        from kernels.peers import vllm as adapter
-        fn, meta = adapter._load()
-        return fn, meta, "the published 0.33.0 fragment"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository
+from kernels.peers.vllm import entry_points as vllm_entry_points  # noqa: E402
 
 
 def call(fn, meta, x, dt, A, B, C, cu, chunk, h0):
@@ -48,7 +39,7 @@ def call(fn, meta, x, dt, A, B, C, cu, chunk, h0):
 
 
 def main() -> int:
-    fn, meta, where = load()
+    fn, meta, where = vllm_entry_points()
     torch.manual_seed(0)
     h, p, n, chunk = 4, 64, 64, 32
     cases = {"empty in the middle": [0, 40, 40, 100], "empty first": [0, 0, 60], "empty last": [0, 60, 60],

@@ -25,6 +25,10 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository
+from kernels.peers.vllm import entry_points as vllm_entry_points  # noqa: E402
 
 ENV = "VLLM_TRITON_FORCE_FIRST_CONFIG"
 HELPERS = "vllm.model_executor.layers.mamba.ops.triton_helpers"
@@ -37,19 +41,6 @@ CASES = {
     "fp32 then bf16, dstate 128": (True, [("float32", 128), ("bfloat16", 128)]),
     "bf16 then fp32, autotuned (control)": (False, [("bfloat16", 128), ("float32", 128)]),
 }
-
-
-def load():
-    """(mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata, where): an installed vLLM first."""
-    try:
-        from vllm.model_executor.layers.mamba.ops.ssd_combined import mamba_chunk_scan_combined_varlen
-        from vllm.v1.attention.backends.mamba2_attn import compute_varlen_chunk_metadata
-        return mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata, "installed vllm"
-    except ImportError:
-        sys.modules.pop("vllm", None)
-        from kernels.peers import vllm as adapter
-        fn, meta = adapter._load()
-        return fn, meta, "the published 0.33.0 fragment"
 
 
 def bmm_pick(dtype) -> str:
@@ -66,7 +57,7 @@ def bmm_pick(dtype) -> str:
 
 def child(calls) -> None:
     import torch
-    fn, meta, where = load()
+    fn, meta, where = vllm_entry_points()
     print(json.dumps({"where": where, "gpu": torch.cuda.get_device_name()}))
     T, h, p, chunk = 256, 2, 64, 64
     for dtype_name, n in calls:

@@ -42,6 +42,7 @@ one input dtype per process (BY_DTYPE, below).
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -69,6 +70,19 @@ def _load():
             hint = " (needs triton: a CUDA build of torch brings it)" if "triton" in str(e) else ""
             raise PeerUnavailable(f"vllm: cannot import the 0.33.0 SSD fragment: {e}{hint}") from e
     return _loaded["fn"], _loaded["metadata"]
+
+
+def entry_points():
+    """(mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata, where they came from) for the
+    standalone reproducers: an installed vLLM's own first, else the published 0.33.0 fragment's."""
+    try:
+        from vllm.model_executor.layers.mamba.ops.ssd_combined import mamba_chunk_scan_combined_varlen
+        from vllm.v1.attention.backends.mamba2_attn import compute_varlen_chunk_metadata
+        return mamba_chunk_scan_combined_varlen, compute_varlen_chunk_metadata, "installed vllm"
+    except ImportError:
+        sys.modules.pop("vllm", None)
+        fn, meta = _load()
+        return fn, meta, "the published 0.33.0 fragment"
 
 
 def chunk_metadata(pk: Packing, chunk_size: int, device, metadata_fn=None) -> dict:
