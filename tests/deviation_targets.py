@@ -6,11 +6,33 @@ own model of it) and declared with mamba-ssm's own Deviation; `drops_h0_undeclar
 `drops_h0_always` leaves them out at any length (a bug wider than the declaration);
 `correct_declared` is torch-ref declaring that deviation (every example meeting it passes
 unexpectedly); `drops_h0_and_bad_y` also puts y off, an output the declaration does not cover.
+`run_declared_deviations` runs a suite's declared-deviation test against one of them in a fresh process.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from kernels.peers.mamba_ssm import VARLEN_STATE0, drop_initial_states_from_varlen_state0
 from kernels.torch_ref import INFO, ssd_forward
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_declared_deviations(test_file: str, impl: str, *extra: str, tmp_path: Path, timeout: float = 600):
+    """`pytest test_file -k declared_deviations --impl impl` in a fresh process, as a GPU host runs it:
+    (the finished process, its --ssd-report JSON)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SSDCHECK_COMPILE_CACHE": "off"}
+    out = tmp_path / f"{impl.rsplit(':', 1)[-1]}{len(extra)}.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
+                           test_file, "-k", "declared_deviations", "--impl", impl,
+                           "--ssd-report", str(out), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc, json.loads(out.read_text())
 
 
 drops_h0 = drop_initial_states_from_varlen_state0(ssd_forward)

@@ -4,7 +4,6 @@ where not; a declaration on a correct implementation is an unexpected pass, a fa
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,13 +136,7 @@ def test_declared_examples_are_checked_and_every_property_met():
 
 
 def _gate(impl: str, *extra: str, tmp_path: Path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SSDCHECK_COMPILE_CACHE": "off"}
-    out = tmp_path / f"{impl.rsplit(':', 1)[-1]}{len(extra)}.json"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
-                           "tests/test_regressions.py", "-k", "declared_deviations", "--impl", impl,
-                           "--ssd-report", str(out), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    return proc, json.loads(out.read_text())
+    return targets.run_declared_deviations("tests/test_regressions.py", impl, *extra, tmp_path=tmp_path, timeout=300)
 
 
 def test_gate_reports_the_declared_deviation_and_strict_fails_an_unexpected_pass(tmp_path):

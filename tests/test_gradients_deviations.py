@@ -9,11 +9,7 @@ The float64 truth at dt == 0 is finite: the oracles agree there and match a one-
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +22,7 @@ from oracles.chunked_f64 import ssd_chunked_f64
 from properties.deviations import declared_examples, unmet
 from properties.grad_problem import GradProblem
 from properties.gradients import GRAD_PROPERTIES
+from tests.deviation_targets import run_declared_deviations
 from tests.test_gradient_power import _broken, _ddt_through_a_division, _scaled, _torch_ref
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,13 +145,7 @@ correct_declaring.ssd_info = _with(None).replace(fn=correct_declaring, name="cor
 
 
 def _declared_run(impl: str, *extra: str, tmp_path: Path):
-    out = tmp_path / f"{impl.rsplit(':', 1)[-1]}{len(extra)}.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hypothesis-profile=cpu",
-                           "tests/test_gradients.py", "-k", "declared_deviations", "--impl", impl,
-                           "--ssd-report", str(out), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    return proc, json.loads(out.read_text())
+    return run_declared_deviations("tests/test_gradients.py", impl, *extra, tmp_path=tmp_path)
 
 
 def test_the_gradient_suite_counts_the_declared_deviation_and_strict_fails_an_unexpected_pass(tmp_path):
