@@ -77,6 +77,7 @@ EXPLORE_ONE_IN = 8
 # stays constant), extra weight on strong decay, or exactly 0.
 DECAYS = st.one_of(st.floats(-4.0, 2.0).map(lambda e: 10.0 ** e), st.floats(1.0, 2.0).map(lambda e: 10.0 ** e),
                    st.just(0.0))
+MODEL_DECAYS = st.floats(2.0, 6.0)   # per-chunk decay of a model layer's slowest head (3 decades over heads)
 CLASS_ATTEMPTS = 4   # sizes drawn to find one in the anchor's class before taking the anchor's own
 
 
@@ -91,23 +92,24 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     if not gpu or info.compile_key is None or long or draw(st.integers(0, EXPLORE_ONE_IN - 1)) == EXPLORE_ONE_IN - 1:
         return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype))
     from properties import triage   # noqa: PLC0415 (triage reads this module's menus)
-    anchor = draw(st.sampled_from(triage.battery(info, gpu)))
+    anchor = draw(st.sampled_from(triage.battery(info, gpu, dtype if regime == "model" else None, regime)))
     like = _ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype, like=anchor)
     decays = DECAYS
+    if regime == "model":   # the anchor is a model layer already (the model-layer battery)
+        decays = MODEL_DECAYS
     if regime == "precision" and _narrow(info):   # the anchor as the precision regime makes it
         # four chunks of the largest size (states pass between them), the anchor's partial tail
         seqlen = 4 * _precision_chunk(info, gpu) + anchor.seqlen % anchor.chunk_size
         anchor = _precision_problem(anchor.replace(decay_decades=0.0, seqlen=seqlen), info, gpu,
                                     anchor.dtype if anchor.dtype in _narrow(info) else _narrow(info)[0], 1e-2, 1.0)
         decays = st.sampled_from(PRECISION_DECAYS)
-    elif regime is not None:   # the model regime sets its own sizes: the anchor's options only
-        return draw(like)
     key = info.compile_class(anchor)
     for _ in range(CLASS_ATTEMPTS):
         p = draw(like)
         if info.compile_class(p) == key:
             return p
-    return anchor.replace(seed=draw(st.integers(0, 2**31 - 1)), decay_decades=0.0, decay=draw(decays))
+    return anchor.replace(seed=draw(st.integers(0, 2**31 - 1)), decay=draw(decays),
+                          decay_decades=anchor.decay_decades if regime == "model" else 0.0)
 
 
 @st.composite
@@ -121,7 +123,8 @@ def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     2^64 and float32's), and on the GPU the benchmark's headdim 64 with dstate 64-256, half of the
     layers at batch 8 with 32-36 heads (a grid that fills the GPU) and 2-4 chunks, at most 512 tokens;
     a third of those wide layers end 1 or chunk/2 + 5 tokens short of a whole chunk (where the
-    implementation takes partial chunks).
+    implementation takes partial chunks). Compile-aware draws of it copy a model-layer battery
+    problem's class instead (triage.battery(..., regime="model")), varying its chunk count and decays.
 
     regime="precision": where the oracle budget bites: a narrow dtype, the largest chunk and inner
     dimensions of the menu, little decay (every term of every sum counts) and dt near 1, so an error a
@@ -135,7 +138,7 @@ def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
             lambda p: _precision_regime(p, info, gpu)))
     if regime == "model":
         return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, like=like).flatmap(
-            lambda p: _model_regime(p, info, gpu, dtype or p.dtype)))
+            lambda p: _model_regime(p, info, gpu, dtype or p.dtype, like)))
     opts = info.options
     dtype = like.dtype if like else draw(st.sampled_from(sorted(info.dtypes)))
     chunk_size = like.chunk_size if like else draw(st.sampled_from(
@@ -235,7 +238,16 @@ def _precision_regime(problem: SSDProblem, info, gpu: bool):
                      st.sampled_from(narrow), st.sampled_from(PRECISION_DECAYS), st.sampled_from([0.0, 1.0]))
 
 
-def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
+def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str, like: SSDProblem | None = None):
+    if like is not None:   # a model-layer battery problem's class: its grid and tail, 2-4 chunks of it
+        # (at most 512 tokens on wide grids: the float64 reference of b8 h36 l1024 n256 takes 5 GB)
+        tail = -like.seqlen % like.chunk_size
+        groups = problem.ngroups if like.nheads % problem.ngroups == 0 else like.ngroups
+        return st.builds(lambda n, decay: problem.replace(
+            dtype=dtype, batch=like.batch, nheads=like.nheads, chunk_size=like.chunk_size, ngroups=groups,
+            seqlen=n * like.chunk_size - tail, seq_starts=(), varlen=False, headdim=like.headdim,
+            dstate=like.dstate, decay=decay, decay_decades=like.decay_decades),
+            st.integers(2, max(2, min(4, 512 // like.chunk_size if like.batch > 2 else 4))), MODEL_DECAYS)
     chunk = problem.chunk_size
     # at least 6 heads, a multiple of the drawn count: ngroups and the kernel's head multiple still
     # divide it, and 2 or 6 drawn heads keep an odd number of heads per group (6 = 2 x 3)
@@ -265,7 +277,7 @@ def _model_regime(problem: SSDProblem, info, gpu: bool, dtype: str):
         return problem.replace(dtype=dtype, batch=bhc[0], chunk_size=c, seqlen=c * bhc[2] - cut, seq_starts=(),
                                varlen=False, nheads=bhc[1], headdim=pn[0], dstate=pn[1], decay=decay,
                                decay_decades=3.0)
-    return st.builds(build, layer, dims, st.floats(2.0, 6.0))
+    return st.builds(build, layer, dims, MODEL_DECAYS)
 
 
 def tally(problem: SSDProblem) -> dict[str, bool]:

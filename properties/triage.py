@@ -96,28 +96,45 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
 WIDE_BATCH, WIDE_HEADS = 8, 32   # a model layer's production grid: 256+ (batch, head) pairs fill the GPU
 
 
-def _wide_layer(problem: SSDProblem, info) -> SSDProblem | None:
-    """The dtype's model-layer twin at a production grid: batch 8 x 32+ heads, three whole chunks of 64,
-    headdim 64 and dstate 64 or 128, where kernels choose the paths only wide grids take (cuTile's
-    chunk walk). None where the implementation does not declare those sizes."""
-    def declared(values, v):
-        return values is None or v in values
-    dstate = next((n for n in (problem.dstate, 128, 64) if n in (64, 128) and declared(info.dstates, n)), None)
-    if 64 not in info.chunk_sizes or not declared(info.headdims, 64) or dstate is None:
-        return None
+def _declared(values, v) -> bool:
+    return values is None or v in values
+
+
+def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
+    """The dtype's model-layer twins at a production grid (batch 8 x 32+ heads, headdim 64), where
+    kernels take paths only wide grids take, each left out where `info` does not declare its sizes:
+    three whole chunks of 64 (cuTile's chunk walk: dstate 64 in float32, 128 in the others, its two
+    rows); the same one token short of whole chunks (a prompt of any length: a path that serves only
+    whole chunks must hand it on); two whole chunks of the dtype's own chunk size at the largest
+    dstate (cuTile's chunk-state rows for 264+ blocks)."""
+    if not _declared(info.headdims, 64):
+        return []
     nheads = problem.nheads * -(-WIDE_HEADS // problem.nheads)
-    return problem.replace(batch=WIDE_BATCH, nheads=nheads, chunk_size=64, seqlen=3 * 64, headdim=64,
-                           dstate=dstate, seq_starts=(), varlen=False, seed=3)
+    wide = problem.replace(batch=WIDE_BATCH, nheads=nheads, headdim=64, seq_starts=(), varlen=False)
+    out = []
+    walk_n = next((n for n in ((64, 128) if problem.dtype == "float32" else (128, 64)) if _declared(info.dstates, n)), None)
+    if 64 in info.chunk_sizes and walk_n is not None:
+        out.append(wide.replace(chunk_size=64, seqlen=3 * 64, dstate=walk_n, seed=3))
+        if not info.seqlen_multiple_of_chunk:
+            out.append(out[0].replace(seqlen=3 * 64 - 1, seed=4))
+    big_n = min(max(info.dstates or (256,)), 256)
+    if big_n != walk_n or problem.chunk_size != 64:
+        out.append(wide.replace(seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))
+    return out
 
 
 def battery(info, gpu: bool, dtype: str | None = None, regime: str | None = None) -> tuple[SSDProblem, ...]:
     """The battery of `info` (GPU or CPU sizes), optionally of one dtype only. regime="model" on the GPU
-    (the model-layer tests, whole chunks only): each dtype's whole-chunk problem and its wide twin."""
+    (the model-layer tests: no packing): each dtype's whole-chunk problem and its wide twins. The model
+    regime's compile-aware draws copy these."""
     problems = tuple(p for p in _battery(info, gpu) if dtype is None or p.dtype == dtype)
     if regime != "model" or not gpu:
         return problems
     whole = [p for p in problems if not p.seq_starts and not p.partial_last_chunk]
-    return tuple(q for p in whole for q in (p, _wide_layer(p, info)) if q is not None)
+    out = [q for p in whole for q in [p] + _wide_layers(p, info)]
+    if dtype is not None and len(out) > SLOTS:   # the model-layer tests run one dtype each
+        raise ValueError(f"model-layer battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
+    return tuple(out)
 
 
 class Slot:

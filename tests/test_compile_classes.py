@@ -76,15 +76,18 @@ def test_cutile_compile_key_determines_the_launch_signatures():
     assert coarse, "a key without the sizes' classes should mix signatures"
 
 
-def test_compile_aware_draws_need_far_fewer_compiles():
+@pytest.mark.parametrize("regime", [None, "model"])
+def test_compile_aware_draws_need_far_fewer_compiles(regime):
     """200 GPU draws of cutile: the distinct launch signatures (the cold compiles) with compile-aware
-    draws against the same strategy drawing freely (no compile_key declared). Measured when written:
-    36 against 161 (the same count for the other regimes: model 48 against 93, precision 37
-    against 191)."""
+    draws against the same strategy drawing freely (no compile_key declared). Measured: 52 against
+    161; the model regime (bfloat16) 11 against 89, since its draws copy the model-layer
+    battery's classes (64 before, when they took the plain battery's options only and drew their own
+    sizes: the H200 gate's float32 model-layer test then spent 387 s compiling)."""
     info = lookup("cutile")
-    aware = set().union(*map(_signatures, _draws(info, 200)))
-    free = set().union(*map(_signatures, _draws(info.replace(compile_key=None), 200)))
-    print(f"distinct launch signatures in 200 draws: compile-aware {len(aware)}, free {len(free)}")
+    aware = set().union(*map(_signatures, _draws(info, 200, regime)))
+    free = set().union(*map(_signatures, _draws(info.replace(compile_key=None), 200, regime)))
+    print(f"distinct launch signatures in 200 draws ({regime or 'default'} regime): compile-aware "
+          f"{len(aware)}, free {len(free)}")
     assert len(aware) <= 0.4 * len(free), (len(aware), len(free))
 
 

@@ -67,14 +67,15 @@ def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
     info = lookup("cutile")
     n = 600
     counts = {}
-    for regime in (None, "model", "precision"):
-        seen = counts[regime] = Counter()
+    # the model regime as the gate runs it: one model-layer test per dtype, a third of the draws each
+    runs = [(None, None, n), ("precision", None, n)] + [("model", d, n // 3) for d in sorted(info.dtypes)]
+    for regime, dtype, examples in runs:
+        seen = counts.setdefault(regime, Counter())
 
-        @settings(max_examples=n, derandomize=True, database=None, deadline=None)
+        @settings(max_examples=examples, derandomize=True, database=None, deadline=None)
         @given(data=st.data())
         def draw(data):
-            kw = {"regime": regime, "dtype": "bfloat16"} if regime == "model" else {"regime": regime}
-            seen.update(_cutile_rows(data.draw(ssd_problems(info, gpu=True, **kw))))
+            seen.update(_cutile_rows(data.draw(ssd_problems(info, gpu=True, regime=regime, dtype=dtype))))
 
         draw()
     for kernel in ("chunk_state", "chunk_scan", "chunk_walk"):
