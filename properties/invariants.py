@@ -4,7 +4,8 @@
 state_dtype, matmul, bitwise_batch_invariant, deterministic); properties never import kernels/.
 `prop_matches_oracle` and `prop_stages_match_oracle` compare with the float64 oracles; every other
 property compares the implementation with itself or with a closed form, never with the oracles, so
-an oracle bug cannot hide an implementation bug there.
+an oracle bug cannot hide an implementation bug there (the finiteness check asks the oracle only
+whether a non-finite output's true value fits its dtype at all).
 """
 from __future__ import annotations
 
@@ -433,8 +434,28 @@ def prop_linearity(info, problem: SSDProblem) -> PropertyResult:
     return _result("prop_linearity", info, problem, _self_compare(f_mix, ref, problem.dtype))
 
 
+def finite_comparison(name: str, t: torch.Tensor, dtype: str, reference) -> Comparison:
+    """`t`'s non-finite entries as a Comparison named `name`, except where the true value itself lies
+    beyond half of t.dtype's largest finite value: there +-inf is its rounding (or one rounding error
+    away), not an overflow inside the kernel. `reference()` gives the float64 values; it is called only
+    when some entry is non-finite, so a finite result never consults the oracle."""
+    bad = ~torch.isfinite(t)
+    why = []
+    if bad.any():
+        beyond = reference().to(t.device).abs() > torch.finfo(t.dtype).max / 2
+        excused = int((bad & beyond).sum())
+        bad &= ~beyond
+        if excused:
+            why.append(f"{excused} non-finite where the float64 value is beyond half of {t.dtype}'s range (not counted)")
+    n = int(bad.sum())
+    if n:
+        why.insert(0, f"{n} non-finite elements")
+    return Comparison(name, n == 0, 0.0, (), 0.0, n, t.numel(), load_policy().tol(dtype, name), nonfinite=n, why=why)
+
+
 def prop_finite_under_extreme_decay(info, problem: SSDProblem) -> PropertyResult:
-    """Finite inputs give finite outputs when A*dt reaches -1e4 and dt reaches 1e2."""
+    """Finite inputs give finite outputs when A*dt reaches -1e4 and dt reaches 1e2 (where the true
+    output fits its dtype: finite_comparison)."""
     problem = problem.replace(varlen=False)
     kw = problem.inputs(device_for(info))
     g = torch.Generator().manual_seed(problem.seed)
@@ -445,11 +466,8 @@ def prop_finite_under_extreme_decay(info, problem: SSDProblem) -> PropertyResult
     kw["dt"] = raw.to(kw["dt"].dtype).to(kw["dt"].device)                               # softplus(x) ~ x above 20
     kw.pop("dt_limit", None)
     got = run(info, kw)
-    comps = []
-    for n, t in got.items():
-        bad = int((~torch.isfinite(t)).sum())
-        comps.append(Comparison(n, bad == 0, 0.0, (), 0.0, bad, t.numel(), load_policy().tol(problem.dtype, n),
-                                nonfinite=bad, why=[f"{bad} non-finite elements"] if bad else []))
+    ref = functools.cache(lambda: run_ref(ssd_chunked_f64, kw))
+    comps = [finite_comparison(n, t, problem.dtype, lambda n=n: ref()[n]) for n, t in got.items()]
     return _result("prop_finite_under_extreme_decay", info, problem, comps)
 
 
