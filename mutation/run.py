@@ -78,6 +78,7 @@ class Outcome:
     first_failure_s: float | None = None  # seconds from the command's start to the first failing example
     examples_run: int | None = None       # examples over all tests up to and including that one
     compiles: dict = field(default_factory=dict)  # compiles up to that example (count_plugin: cutile, triton)
+    tests: dict = field(default_factory=dict)     # test name -> {"outcome", "examples"} of every test that started
 
     @property
     def killed(self) -> bool:
@@ -420,6 +421,7 @@ def _test_name(nodeid: str) -> str:
 
 def _classify(out: Outcome, tests: dict, text: str, timed_out: bool, budget_s: float) -> None:
     out.examples_total = sum(t["examples"] for t in tests.values()) if tests else None
+    out.tests = {_test_name(n): {"outcome": t["outcome"], "examples": t["examples"]} for n, t in tests.items()}
     failed = [(nid, t) for nid, t in tests.items() if t["outcome"] == "failed"]
     errored = [(nid, t) for nid, t in tests.items() if t["outcome"] == "error"]
     if timed_out:
@@ -515,6 +517,20 @@ class Report:
         if self.seeded:
             out["seeded"] = self.seeded
         return out
+
+    def kills_the_baseline_did_not_cover(self) -> list[str] | None:
+        """For a baseline cut by its budget: the killed mutants whose failing (test, example) the
+        unmutated run had not passed ([] when it passed every one), or None when the baseline failed a
+        test (then nothing stands). The profiles are derandomized, so example k of a test is the same
+        problem in every run: a baseline that finished the test, or was past example k in it when cut,
+        passed what the mutant failed."""
+        seen = self.baseline.tests if self.baseline else {}
+        if any(t["outcome"] in ("failed", "error") for t in seen.values()):
+            return None
+        def covered(o):
+            t = seen.get(o.killed_by)
+            return t is not None and (t["outcome"] == "passed" or (o.examples or 0) < t["examples"])
+        return [o.id for o in self.outcomes if o.killed and not covered(o)]
 
     def markdown(self) -> str:
         s = self.summary()
@@ -883,11 +899,19 @@ def main(argv=None) -> int:
         args.md.write_text(md)
     if args.json:
         args.json.write_text(json.dumps(report.to_json(), indent=1))
-    if report.baseline is not None and report.baseline.status != "survived":
-        b = report.baseline
+    b = report.baseline
+    if b is not None and b.status.endswith("(timeout)") and report.kills_the_baseline_did_not_cover() == []:
+        passed = ", ".join(f"{n} ({t['examples']})" for n, t in b.tests.items() if t["outcome"] == "passed")
+        print(f"baseline cut by its budget ({b.error}) after {b.examples_total} examples without a failure; it "
+              f"passed every test example a mutant failed at (tests passed, with examples: {passed or 'none'}), so "
+              f"the kills stand", file=sys.stderr)
+    elif b is not None and b.status != "survived":
         if b.status.endswith("(timeout)"):
+            uncovered = report.kills_the_baseline_did_not_cover()
             print(f"BASELINE DID NOT FINISH ({b.error}): the unmutated suite ran past its budget (raise "
-                  f"--baseline-budget-s); without a passing baseline these results mean nothing", file=sys.stderr)
+                  f"--baseline-budget-s) before passing the examples these mutants failed at: "
+                  f"{', '.join(uncovered) if uncovered else 'a baseline test failed'}; without a passing baseline "
+                  f"these results mean nothing", file=sys.stderr)
         else:
             print(f"BASELINE FAILS ({b.status}: {b.error}): the suite fails on the unmutated source, so these "
                   f"results mean nothing", file=sys.stderr)

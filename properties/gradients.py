@@ -342,15 +342,10 @@ def prop_grad_seq_idx_packing(info, problem: GradProblem) -> PropertyResult:
                                                        term_scales(info, kw, dy, dfinal)))
 
 
-def prop_grad_finite_under_extreme_decay(info, problem: GradProblem) -> PropertyResult:
-    """Finite gradients when A*dt reaches -1e4 and steps span 1e-3 to 1e2, with the problem's skipped
-    tokens (dt_zero_stride: processed dt exactly 0, as padding or a clamped negative dt), where the true
-    gradient fits its dtype (finite_comparison: a float16 ddt there reaches 1e6, an infinity for float16)."""
-    prop = "prop_grad_finite_under_extreme_decay"
-    if (skip := _needs_backward(prop, info, problem)) is not None:
-        return skip
-    problem = problem.replace(dt_limit=None, dy_scale=1.0)   # steps of 1e2 already make the gradients large
-    kw, dy, dfinal = problem.backward_inputs(device_for(info))
+def extreme_decay_inputs(problem: GradProblem, device) -> tuple[dict, torch.Tensor, torch.Tensor | None]:
+    """problem.backward_inputs with A from -1 to -1e2 per head and steps from 1e-3 to 1e2 per token
+    (A*dt down to -1e4), the problem's skipped tokens kept, no dt_limit."""
+    kw, dy, dfinal = problem.backward_inputs(device)
     g = torch.Generator().manual_seed(problem.seed)
     h = problem.nheads
     kw["A"] = (-(10.0 ** (2.0 * torch.rand(h, generator=g)))).to(kw["A"].device)          # -1 .. -1e2
@@ -360,6 +355,18 @@ def prop_grad_finite_under_extreme_decay(info, problem: GradProblem) -> Property
     if problem.dt_zero_stride:
         kw["dt"] = skip_tokens(kw, problem.dt_zero_stride)
     kw.pop("dt_limit", None)
+    return kw, dy, dfinal
+
+
+def prop_grad_finite_under_extreme_decay(info, problem: GradProblem) -> PropertyResult:
+    """Finite gradients when A*dt reaches -1e4 and steps span 1e-3 to 1e2, with the problem's skipped
+    tokens (dt_zero_stride: processed dt exactly 0, as padding or a clamped negative dt), where the true
+    gradient fits its dtype (finite_comparison: a float16 ddt there reaches 1e6, an infinity for float16)."""
+    prop = "prop_grad_finite_under_extreme_decay"
+    if (skip := _needs_backward(prop, info, problem)) is not None:
+        return skip
+    problem = problem.replace(dt_limit=None, dy_scale=1.0)   # steps of 1e2 already make the gradients large
+    kw, dy, dfinal = extreme_decay_inputs(problem, device_for(info))
     got = run_backward(info, kw, dy, dfinal)
 
     @functools.cache

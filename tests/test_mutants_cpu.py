@@ -187,3 +187,22 @@ def test_a_tests_catalog_is_judged_by_its_test_file():
     assert o.status == "killed" and o.killed_by.startswith("test_grad_"), (o.status, o.killed_by, o.error)
     assert o.problem and o.problem.startswith("GradProblem("), o.problem
     assert report.summary()["command"].startswith("python -m pytest tests/test_gradients.py --impl torch-ref")
+
+
+def test_a_baseline_cut_by_its_budget_vouches_only_for_the_kills_it_passed():
+    """A baseline that ran out of time (TileGym's backward on the H200: 44 examples in 420 s, no
+    failure) still vouches for a kill whose failing example it passed: the test finished, or the cut
+    came after that example. A kill further on, or any baseline failure, leaves nothing standing."""
+    from mutation.run import Outcome, Report
+
+    def report(baseline_tests, kills):
+        base = Outcome(id="(baseline)", status="survived (timeout)", tests=baseline_tests)
+        outs = [Outcome(id=f"m{i}", status="killed", killed_by=t, examples=k) for i, (t, k) in enumerate(kills)]
+        return Report(catalog="c", impl="i", outcomes=outs, baseline=base, seconds=1.0, jobs=1, budget_s=1.0,
+                      matrix=False)
+
+    tests = {"test_a[x]": {"outcome": "passed", "examples": 12}, "test_b[x]": {"outcome": None, "examples": 5}}
+    assert report(tests, [("test_a[x]", 12), ("test_b[x]", 4)]).kills_the_baseline_did_not_cover() == []
+    assert report(tests, [("test_b[x]", 5), ("test_c[x]", 1)]).kills_the_baseline_did_not_cover() == ["m0", "m1"]
+    failed = {**tests, "test_a[x]": {"outcome": "failed", "examples": 3}}
+    assert report(failed, [("test_b[x]", 1)]).kills_the_baseline_did_not_cover() is None
