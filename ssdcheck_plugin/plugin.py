@@ -14,6 +14,7 @@
     --ssd-hypothesis-db DIR        example database of the fuzz profile (.ssdcheck-cache/hypothesis)
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
     --ssd-shrink-seconds S         stop shrinking a failure after S seconds (default 30)
+    --ssd-warm-battery auto|on|off xdist workers compile the triage battery together first (warmup.py)
 
 Fail fast: the first failing example of a test prints its reproducer at once (and saves it with
 --ssd-repro-dir) before Hypothesis shrinks it, and shrinking stops after --ssd-shrink-seconds with the
@@ -77,6 +78,9 @@ def pytest_addoption(parser):
                 help="keep live progress counters in this JSON file (per xdist worker: PATH.gwN)")
     g.addoption("--ssd-hypothesis-db", metavar="DIR", default=None,
                 help=f"example database for the fuzz profile (default {DEFAULT_DB})")
+    g.addoption("--ssd-warm-battery", choices=("auto", "on", "off"), default="auto",
+                help="xdist workers compile the triage battery's checks together before the tests "
+                     "(ssdcheck_plugin/warmup.py; auto: on a GPU, never with -x/--maxfail)")
     g.addoption("--ssd-shrink-seconds", metavar="S", type=float, default=30.0,
                 help="stop shrinking a failing example after S seconds, keeping the smallest found so far "
                      "(default 30; each shrink step may compile again)")
@@ -209,6 +213,7 @@ class SSDState:
         self.gate_regressions: list = []
         self.worker_count = 0
         self.worker_cut = 0
+        self.warmups: dict[str, dict] = {}   # worker -> its battery warm-up (warmup.warm), merged at node down
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
         self.device = gpu.pin_xdist_worker()
@@ -342,7 +347,15 @@ class SSDState:
                                              hang_path=self._stall_path(config, worker, "hang"))
         self.budget.watchdog.start()
 
+    @pytest.hookimpl(tryfirst=True)   # before xdist's worker reports its collection: tests wait for it
     def pytest_collection_finish(self, session):
+        from ssdcheck_plugin import warmup
+        mode = self.config.getoption("ssd_warm_battery")
+        if warmup.wanted(self.config, mode):
+            checks = warmup.battery_checks(session.items, compiled_only=mode == "auto")
+            if checks:
+                self.warmups[self.worker_id] = {**warmup.warm(checks, warmup.counter_path(self.config)),
+                                                "checks": len(checks)}
         if self.budget is not None:
             # only Hypothesis tests draw on the budget; plain tests (regressions) run to completion
             self.budget.items_total = sum(_budgeted(i) for i in session.items)
@@ -455,6 +468,8 @@ class SSDState:
         self.profile = out.get("profile") or self.profile
         self.worker_cut += out.get("cut", 0)
         self.worker_count += 1
+        if out.get("warmup"):
+            self.warmups[node.workerinput["workerid"]] = out["warmup"]
 
     # ------------------------------------------------------------------ finish
     def pytest_sessionfinish(self, session, exitstatus):
@@ -464,7 +479,8 @@ class SSDState:
         if not self.is_controller:
             config.workeroutput["ssdcheck"] = {"aggregate": self.aggregate.to_dict(), "timer": self.timer.to_dict(),
                                                "device": self.device, "profile": self.profile,
-                                               "cut": self.budget.cut if self.budget else 0}
+                                               "cut": self.budget.cut if self.budget else 0,
+                                               "warmup": self.warmups.get(self.worker_id)}
             return
         status = int(exitstatus)
         baseline = config.getoption("ssd_baseline")
@@ -500,6 +516,8 @@ class SSDState:
                       if self.worker_count else None)
         m["device"] = self.device
         m["compile_cache"] = self.compile_cache
+        # the battery warm-up (warmup.py) per worker: checks run, seconds, the check that raised if one did
+        m["battery_warmup"] = dict(sorted(self.warmups.items())) or None
         m["timing"] = {"session_s": round(time.time() - self.t0, 3), "test_call_s": round(call_s, 3),
                        "cutile_compile": timer,
                        "run_s": round(call_s - timer.get("compile_s", 0.0), 3) if timer.get("measured") else None}

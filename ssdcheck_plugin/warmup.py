@@ -1,0 +1,111 @@
+"""Battery warm-up: the triage battery's compiles spread over every xdist worker before any test starts.
+
+Every property test checks the triage battery (properties/triage.py) first, so in a cold run each test
+first compiles what the battery needs, serially in its own worker. The battery's derived runs make
+many classes of their own. In the cold gate on the H200 (reports/2026-12-02-gate-model-classes.md)
+test_seq_idx_packing spent 205 s compiling for the battery's 6 problems: counted on the CPU, they need
+66 cuTile kernel signatures, since each packed sequence's separate run is a class of its own. Its time
+share then cut it at 6 examples, while other workers sat idle.
+
+Here each worker, once collection is done and before xdist hands out tests, claims (property, battery
+problem) checks one at a time from a list every worker derives alike, through a counter under a file
+lock. It runs each check only to compile what it needs and discards the result. The tests then run the
+same checks from the compile cache. Counted on the CPU, the gate's battery checks need 121 distinct
+signatures; run test by test they are compiled 352 times over, though the compile lock lets only one
+process build each. Spread over every core, they all compile at once.
+
+It runs under xdist with more than one worker, on a GPU, for implementations that declare a compile key
+(`--ssd-warm-battery auto`, the default), and never with -x/--maxfail: a fail-fast run wants its first
+example at once. `on` warms every implementation's battery wherever there are workers (tests use it on
+the CPU); `off` disables it.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SUFFIXES = ("_precision", "_long")   # test variants that check the plain battery of their property
+MODEL = "_model_layer"               # test_<prop>_model_layer[impl-dtype]: the model-layer battery of a dtype
+
+
+def check_of(item) -> tuple[str, str, str | None, str | None] | None:
+    """(implementation, property, regime, dtype) whose battery the test item `item` checks first, or None
+    for a test that is not a property test of tests/test_properties.py's kind."""
+    from properties import invariants
+    if not hasattr(getattr(item, "obj", None), "hypothesis"):
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    impl = params.get("impl")
+    name = getattr(item, "originalname", None) or item.name.split("[")[0]
+    base, regime, dtype = name.removeprefix("test_"), None, None
+    if base.endswith(MODEL):
+        base, regime, dtype = base[:-len(MODEL)], "model", params.get("dtype")
+    for suffix in SUFFIXES:
+        base = base.removesuffix(suffix)
+    prop = "prop_" + base
+    if not isinstance(impl, str) or prop not in invariants.PROPERTIES:
+        return None
+    return impl, prop, regime, dtype
+
+
+def battery_checks(items, compiled_only: bool = True) -> list[tuple[str, str, object]]:
+    """(implementation, property, battery problem) of every collected property test, each once, sized as
+    the test sizes it (GPU or CPU); the checks against the oracle first (their compiles are the base
+    classes every other check shares). compiled_only: only implementations that declare a compile key."""
+    from kernels.registry import lookup
+    from properties import invariants, triage
+    seen, out = set(), []
+    for check in filter(None, map(check_of, items)):
+        impl, prop, regime, dtype = check
+        info = lookup(impl)
+        if compiled_only and info.compile_key is None:
+            continue
+        gpu = info.device == "cuda" or invariants.device_for(info) == "cuda"   # as tests/test_properties.py
+        for problem in triage.battery(info, gpu, dtype, regime):
+            key = (impl, prop, problem)
+            if key not in seen:
+                seen.add(key)
+                out.append(key)
+    return sorted(out, key=lambda c: c[1] != "prop_matches_oracle")
+
+
+def wanted(config, mode: str) -> bool:
+    """Whether this xdist worker warms the battery (see the module docstring)."""
+    workerinput = getattr(config, "workerinput", None)
+    if mode == "off" or workerinput is None or int(workerinput.get("workercount", 1)) < 2:
+        return False
+    if (config.getoption("maxfail", 0) or 0) > 0 or not workerinput.get("testrunuid"):
+        return False
+    if mode == "on":
+        return True
+    import torch
+    return torch.cuda.is_available()
+
+
+def counter_path(config) -> Path:
+    return Path(tempfile.gettempdir()) / f"ssdcheck-warm-{config.workerinput['testrunuid']}"
+
+
+def warm(checks, counter: Path, run_check=None, log=sys.stderr) -> dict:
+    """Claim and run checks until none is left (the claims shared through `counter`): {"ran": n, "seconds": s,
+    "raised": "<the first check that raised>" or None}. A check that raises stops this worker's warm-up
+    (its test will report the failure; a crashed kernel may have left the CUDA context unusable)."""
+    from kernels.registry import lookup
+    from properties import invariants
+    from ssdcheck_plugin.fuzzing import _count_start
+    run_check = run_check or (lambda impl, prop, problem: invariants.PROPERTIES[prop](lookup(impl), problem))
+    t0, ran, raised = time.time(), 0, None
+    while (i := _count_start(counter)) < len(checks):
+        impl, prop, problem = checks[i]
+        try:
+            run_check(impl, prop, problem)
+        except Exception as e:   # noqa: BLE001 (the test reruns this check and reports it)
+            raised = f"{prop} on {problem!r}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            break
+        ran += 1
+    out = {"ran": ran, "seconds": round(time.time() - t0, 1), "raised": raised}
+    print(f"ssdcheck battery warm-up: ran {ran} of {len(checks)} battery checks in {out['seconds']} s"
+          + (f"; stopped: {raised}" if raised else ""), file=log, flush=True)
+    return out

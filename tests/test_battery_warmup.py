@@ -1,0 +1,93 @@
+"""The battery warm-up (ssdcheck_plugin/warmup.py): which checks it derives from the collected tests, how
+workers share them, and a run where two xdist workers warm the battery before the tests."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from properties import triage
+from ssdcheck_plugin import warmup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Fn:   # a Hypothesis test function is what carries a battery
+    hypothesis = object()
+
+
+def _item(name, **params):
+    return SimpleNamespace(obj=_Fn, name=f"{name}[{'-'.join(map(str, params.values()))}]", originalname=name,
+                           callspec=SimpleNamespace(params=params))
+
+
+def test_each_property_test_names_its_battery():
+    assert warmup.check_of(_item("test_matches_oracle", impl="cutile")) == ("cutile", "prop_matches_oracle", None, None)
+    assert warmup.check_of(_item("test_matches_oracle_model_layer", impl="cutile", dtype="float16")) == \
+        ("cutile", "prop_matches_oracle", "model", "float16")
+    assert warmup.check_of(_item("test_finite_under_extreme_decay_long", impl="tilegym")) == \
+        ("tilegym", "prop_finite_under_extreme_decay", None, None)
+    assert warmup.check_of(_item("test_regression", impl="cutile")) is None   # no such property
+    plain = SimpleNamespace(obj=object(), name="test_seq_idx_packing[cutile]", originalname="test_seq_idx_packing",
+                            callspec=SimpleNamespace(params={"impl": "cutile"}))
+    assert warmup.check_of(plain) is None   # not a Hypothesis test: no battery
+
+
+def test_checks_cover_every_collected_battery_once_oracle_first():
+    from kernels.registry import lookup
+    info = lookup("cutile")
+    items = [_item("test_seq_idx_packing", impl="cutile"), _item("test_matches_oracle", impl="cutile"),
+             _item("test_matches_oracle_precision", impl="cutile"),
+             _item("test_matches_oracle_model_layer", impl="cutile", dtype="bfloat16"),
+             _item("test_matches_oracle", impl="torch-ref")]   # declares no compile key: nothing to warm
+    checks = warmup.battery_checks(items)
+    plain, model = triage.battery(info, True), triage.battery(info, True, "bfloat16", "model")
+    oracle = set(plain) | set(model)   # the model battery repeats a whole-chunk problem; precision's are plain's
+    assert len(checks) == len(set(checks)) == len(oracle) + len(plain)
+    assert [c[1] for c in checks] == ["prop_matches_oracle"] * len(oracle) + ["prop_seq_idx_packing"] * len(plain)
+    assert {c[2] for c in checks} == set(plain) | set(model)
+
+
+def test_workers_claim_disjoint_checks_until_none_is_left(tmp_path):
+    import threading
+    import time
+    checks = [("i", "p", n) for n in range(40)]
+    ran: dict[str, list] = {"a": [], "b": []}
+    null = open("/dev/null", "w")
+
+    def worker(name):
+        warmup.warm(checks, tmp_path / "counter", run_check=lambda i, p, n: (ran[name].append(n), time.sleep(0.002)),
+                    log=null)
+    threads = [threading.Thread(target=worker, args=(w,)) for w in ran]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(ran["a"] + ran["b"]) == list(range(40))   # each check once, none left
+    assert ran["a"] and ran["b"], ran                           # both took a share
+
+
+def test_a_check_that_raises_stops_the_workers_warmup(tmp_path):
+    def boom(impl, prop, n):
+        if n == 1:
+            raise RuntimeError("illegal memory access")
+    out = warmup.warm([("i", "p", 0), ("i", "p", 1), ("i", "p", 2)], tmp_path / "c", run_check=boom,
+                      log=open("/dev/null", "w"))
+    assert out["ran"] == 1 and "illegal memory access" in out["raised"]
+
+
+def test_two_workers_warm_the_battery_before_the_tests(tmp_path):
+    """End to end on the CPU (torch-ref, forced on: it declares no compile key): the workers split the
+    battery checks of the collected test, and the report records it."""
+    report = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "pytest", "tests/test_properties.py::test_causality", "--impl", "torch-ref",
+           "-n", "2", "-p", "no:cacheprovider", "-q", "--ssd-warm-battery", "on", f"--ssd-report={report}"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    warm = json.loads(report.read_text())["meta"]["battery_warmup"]
+    assert warm is not None and len(warm) == 2, warm
+    from kernels.registry import lookup
+    n = len(triage.battery(lookup("torch-ref"), gpu=False))
+    assert sum(w["ran"] for w in warm.values()) == n and all(w["checks"] == n and not w["raised"] for w in warm.values())
