@@ -235,3 +235,29 @@ def test_mamba_ssm_stages_say_they_need_a_gpu():
     kw = _kw()
     with pytest.raises(PeerUnavailable, match="CUDA"):
         lookup("mamba-ssm").stages["chunk_cumsum"](kw["dt"], kw["A"], 64)
+
+
+def test_tilegym_compile_key_holds_each_size_its_kernels_take_as_a_constant(tmp_path):
+    """TileGym's kernels take the heads per group as a ct.Constant (a compile per value), so its compile
+    key must tell 6 heads in 2 groups from 6 in 3; the check reads the constants from TileGym's
+    published source where it is present. The JIT's generic key (size classes only) sees them alike."""
+    import re
+    from kernels.peers.sources import PeerSourceMissing
+    from kernels.registry import jit_specialization_key
+    from mutation.peer_copy import unpack
+    from properties.problem import SSDProblem
+    info = lookup("tilegym")
+    a = SSDProblem(batch=1, seqlen=128, nheads=6, headdim=64, dstate=64, ngroups=2, chunk_size=64, dtype="bfloat16")
+    b = a.replace(ngroups=3)
+    assert jit_specialization_key(a, ignore=frozenset({"D", "initial_states", "final_states"})) == \
+        jit_specialization_key(b, ignore=frozenset({"D", "initial_states", "final_states"}))
+    assert info.compile_class(a) != info.compile_class(b)
+    try:
+        src = (unpack("tilegym", tmp_path) / "tilegym" / "ops" / "cutile" / "mamba2.py").read_text()
+    except PeerSourceMissing as e:
+        pytest.skip(f"TileGym's source: {e}")
+    constants = set(re.findall(r"(\w+): ct\.Constant\[int\]", src))
+    # every integer constant is a tile or latency choice of a fixed config, a problem size the key holds
+    # exactly (chunk_size, head_size, state_size) or the heads per group
+    sized = constants - {c for c in constants if c.isupper() and ("BLOCK" in c or "LAT" in c or c == "ND_LEN")}
+    assert sized == {"chunk_size", "head_size", "state_size", "num_heads_per_group"}, sized

@@ -143,8 +143,12 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
 
 def compile_key(problem) -> tuple:
     """cuTile's JIT specialization (registry.jit_specialization_key); this adapter always passes d and
-    init_state (zeros when absent), so D and initial_states change no signature."""
-    return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"}))
+    init_state (zeros when absent), so D and initial_states change no signature. TileGym's kernels also
+    take the heads per group as a compile-time constant (mamba2.py: `num_heads_per_group:
+    ct.Constant[int]` in the forward and backward kernels, from `num_heads // num_groups`), so each
+    value is a compile of its own."""
+    return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"})) + (
+        problem.nheads // problem.ngroups,)
 
 
 def tilegym_backward(dy, dfinal_states, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
