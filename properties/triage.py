@@ -94,6 +94,7 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
 
 
 WIDE_BATCH, WIDE_HEADS = 8, 32   # a model layer's production grid: 256+ (batch, head) pairs fill the GPU
+STATE_BLOCKS = 264               # cuTile's chunk-state grid from which the table takes its wide rows
 
 
 def _declared(values, v) -> bool:
@@ -106,7 +107,7 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     three whole chunks of 64 (cuTile's chunk walk: dstate 64 in float32, 128 in the others, its two
     rows); the same one token short of whole chunks (a prompt of any length: a path that serves only
     whole chunks must hand it on); two whole chunks of the dtype's own chunk size at the largest
-    dstate (cuTile's chunk-state rows for 264+ blocks)."""
+    dstate, batch 2 with heads enough for cuTile's chunk-state rows of 264+ blocks."""
     if not _declared(info.headdims, 64):
         return []
     nheads = problem.nheads * -(-WIDE_HEADS // problem.nheads)
@@ -119,7 +120,10 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
             out.append(out[0].replace(seqlen=3 * 64 - 1, seed=4))
     big_n = min(max(info.dstates or (256,)), 256)
     if big_n != walk_n or problem.chunk_size != 64:
-        out.append(wide.replace(seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))
+        # batch 2 with heads enough for 264 state blocks of 64 x 32: the grid of batch 8 x 36 heads took
+        # 131 s of the bfloat16 model-layer test's 194 s in drawing its inputs on the CPU (H200 gate)
+        heads = problem.nheads * -(-STATE_BLOCKS // (2 * problem.nheads * -(-big_n // 32)))
+        out.append(wide.replace(batch=2, nheads=heads, seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))
     return out
 
 
