@@ -157,6 +157,10 @@ class KernelInfo:
     # None: compiling costs nothing worth counting (torch-ref), draws are left as they are.
     compile_key: Callable | None = None
     backward: Backward | None = None         # None: forward only (no gradient properties run)
+    # The implementation's own code paths a run reached: () -> {path name: launches in this process so
+    # far}, 0 for a path not reached (cutile: its dispatch table's rows; a name ending in FORCED_ONLY is
+    # a path only a switch selects). Reports sum it over workers. None: no paths to show.
+    coverage: Callable | None = None
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS - EXTENSIONS
@@ -202,6 +206,9 @@ class KernelInfo:
     def compile_class(self, problem) -> tuple | None:
         """The compile key of `problem` (None when the implementation declares none)."""
         return None if self.compile_key is None else tuple(self.compile_key(problem))
+
+
+FORCED_ONLY = "(forced only)"   # KernelInfo.coverage: the end of a path's name that only a switch selects
 
 
 def _size_class(n: int) -> str:

@@ -126,6 +126,15 @@ def summarize(path: str) -> None:
         if thin:
             print(f"  - **under {FEATURE_FLOOR:.0%}** (barely reached): "
                   + ", ".join(f"{k} {v:.1%}" for k, v in thin.items()))
+    from kernels.registry import FORCED_ONLY   # noqa: PLC0415 (kernels imports torch: only when needed)
+    for impl, paths in (r.get("coverage") or {}).items():
+        default = {k: n for k, n in paths.items() if not k.endswith(FORCED_ONLY)}
+        missed = [k for k, n in default.items() if not n]
+        print(f"\nDispatch paths of {impl} (launches): {len(default) - len(missed)} of {len(default)} reached"
+              + (f"; **not reached**: {'; '.join(missed)}" if missed else ", every one")
+              + "; paths only a switch selects, aside: "
+              + (", ".join(f"{k.removesuffix(FORCED_ONLY).strip()} ({n})" for k, n in paths.items()
+                           if k.endswith(FORCED_ONLY)) or "none"))
     print("\nWorst error per output:\n")
     print("| impl | property | output | dtype | examples | max abs | worst share |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: |")

@@ -214,6 +214,7 @@ class SSDState:
         self.worker_count = 0
         self.worker_cut = 0
         self.warmups: dict[str, dict] = {}   # worker -> its battery warm-up (warmup.warm), merged at node down
+        self.coverage_merged: dict[str, dict] = {}   # impl -> path -> launches, summed over workers
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
         self.device = gpu.pin_xdist_worker()
@@ -470,6 +471,10 @@ class SSDState:
         self.worker_count += 1
         if out.get("warmup"):
             self.warmups[node.workerinput["workerid"]] = out["warmup"]
+        for impl, paths in (out.get("coverage") or {}).items():
+            merged = self.coverage_merged.setdefault(impl, {})
+            for path, n in paths.items():
+                merged[path] = merged.get(path, 0) + n
 
     # ------------------------------------------------------------------ finish
     def pytest_sessionfinish(self, session, exitstatus):
@@ -480,7 +485,8 @@ class SSDState:
             config.workeroutput["ssdcheck"] = {"aggregate": self.aggregate.to_dict(), "timer": self.timer.to_dict(),
                                                "device": self.device, "profile": self.profile,
                                                "cut": self.budget.cut if self.budget else 0,
-                                               "warmup": self.warmups.get(self.worker_id)}
+                                               "warmup": self.warmups.get(self.worker_id),
+                                               "coverage": self._coverage()}
             return
         status = int(exitstatus)
         baseline = config.getoption("ssd_baseline")
@@ -502,6 +508,19 @@ class SSDState:
             self.report_path.parent.mkdir(parents=True, exist_ok=True)
             report = self.build_report(status)
             self.report_path.write_text(json.dumps(_finite(report), indent=1, allow_nan=False) + "\n")
+
+    def _coverage(self) -> dict:
+        """{implementation: KernelInfo.coverage()} of the implementations this process checked."""
+        from kernels.registry import lookup
+        out = {}
+        for impl in sorted({key[0] for key in self.aggregate.props}):
+            try:
+                info = lookup(impl)
+            except Exception:   # noqa: BLE001 (an implementation that no longer loads has no paths to show)
+                continue
+            if info.coverage is not None:
+                out[impl] = info.coverage()
+        return out
 
     def build_report(self, status: int) -> dict:
         from ssdcheck_plugin import meta
@@ -548,6 +567,7 @@ class SSDState:
             "properties": data["props"],
             "deviations": data["deviations"],
             "tallies": tallies,
+            "coverage": (self.coverage_merged if self.worker_count else self._coverage()) or None,
             "tests": tests,
             "reproducers": self.reproducers,
             "gate": self.gate,

@@ -489,3 +489,29 @@ def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_afte
     from kernels.contract import SSDArgumentError
     with pytest.raises(SSDArgumentError, match="seq_idx: expected to change exactly where cu_seqlens"):
         kernels_run([0, 60, 128], seq)
+
+
+def test_coverage_counts_the_rows_that_launched_and_nothing_a_compile_key_chose(monkeypatch):
+    """KernelInfo.coverage: each forward adds one launch to the rows it ran (cumsum, state, scan and the
+    walk's "otherwise" row for a narrow problem; the walk's row for a wide aligned one), and choosing
+    rows for a compile key launches nothing."""
+    from bench.host_profile import launches_stubbed
+    from properties.problem import SSDProblem
+    monkeypatch.setattr(launcher, "LAUNCHED", {})
+    rows = {name.split(":")[0]: name for name in cutile.INFO.coverage()}
+
+    def count(prefix):
+        return cutile.INFO.coverage()[rows[prefix]]
+    narrow = SSDProblem(batch=1, seqlen=100, nheads=2, headdim=64, dstate=64, chunk_size=64, dtype="float32")
+    cutile.compile_key(narrow)
+    assert not any(cutile.INFO.coverage().values())
+    with launches_stubbed():
+        cutile.ssd_forward(**narrow.inputs("cpu"))
+        walk_off = len(dispatch.TABLE["chunk_walk"]) - 1
+        assert count("chunk_cumsum 0") == 1 and count(f"chunk_walk {walk_off}") == 1
+        assert sum(count(f"chunk_state {i}") for i in range(len(dispatch.TABLE["chunk_state"]))) == 1
+        wide = narrow.replace(batch=8, nheads=32, seqlen=192)     # aligned at chunk 64, 256 pairs: the walk
+        cutile.ssd_forward(**wide.inputs("cpu"))
+    walked = [k for k, n in cutile.INFO.coverage().items() if n and k.startswith("chunk_walk") and k != rows[f"chunk_walk {walk_off}"]]
+    assert len(walked) == 1 and "dstate 64" in walked[0], walked
+    assert sum(count(f"chunk_state {i}") for i in range(len(dispatch.TABLE["chunk_state"]))) == 1   # not again

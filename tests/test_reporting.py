@@ -84,7 +84,8 @@ def test_report_follows_the_schema(report_run):
     r = _strict_json(d / "r.json")
     assert r["schema"] == "ssdcheck-report/1"
     assert set(r) == {"schema", "meta", "summary", "results", "properties", "tallies", "tests", "reproducers", "gate",
-                      "deviations"}
+                      "deviations", "coverage"}
+    assert r["coverage"] is None   # torch-ref declares no dispatch paths (KernelInfo.coverage)
     m = r["meta"]
     for key in ("created", "host", "platform", "python", "command", "cwd", "impls", "hypothesis", "versions",
                 "git", "gpu", "tolerance_policy", "compile_cache", "timing", "xdist", "device", "fuzz"):
@@ -118,6 +119,26 @@ def test_report_follows_the_schema(report_run):
     assert tally["fraction"]["seq_idx"] >= 0.10       # prop_seq_idx_packing always packs sequences
     assert [t["outcome"] for t in r["tests"]] == ["passed"] * 3
     assert "ssdcheck report:" in proc.stdout
+
+
+def test_report_summary_names_the_dispatch_paths_not_reached(report_run, tmp_path, capsys):
+    """`ssdcheck report` counts an implementation's paths (KernelInfo.coverage) and names each one no
+    launch reached; paths only a switch selects are listed apart, never as missing."""
+    from kernels.registry import FORCED_ONLY
+    from ssdcheck.summary import summarize
+    r = json.loads((report_run[0] / "r.json").read_text())
+    r["coverage"] = {"cutile": {"chunk_state 0: aligned": 12, "chunk_scan 1: dstate >= 128": 0,
+                                f"chunk_walk 0: a segment {FORCED_ONLY}": 0}}
+    path = tmp_path / "cov.json"
+    path.write_text(json.dumps(r))
+    summarize(str(path))
+    out = capsys.readouterr().out
+    assert "Dispatch paths of cutile (launches): 1 of 2 reached; **not reached**: chunk_scan 1: dstate >= 128" in out
+    assert "chunk_walk 0: a segment (0)" in out
+    r["coverage"]["cutile"]["chunk_scan 1: dstate >= 128"] = 3
+    path.write_text(json.dumps(r))
+    summarize(str(path))
+    assert "2 of 2 reached, every one" in capsys.readouterr().out
 
 
 def test_junit_carries_property_names_and_worst_share(report_run):

@@ -16,6 +16,7 @@ from kernels.cutile.launcher import (
     chunk_scan,
     chunk_state_and_passing,
     compile_key,
+    coverage,
     ssd_forward,
 )
 from kernels.cutile.toolchain import ToolchainError, diagnose
@@ -38,6 +39,7 @@ INFO = KernelInfo(
     bitwise_batch_invariant=True,
     deterministic=True,
     compile_key=compile_key,
+    coverage=coverage,
     notes=("cuTile kernels: chunk cumsum (log2) | chunk state fused with state passing | fused output "
            "(C B^T on chip) | varlen states; states entering chunks stored in the input dtype; "
            "final states fp32, varlen states in the input dtype"),

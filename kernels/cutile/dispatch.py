@@ -319,11 +319,32 @@ TABLE: dict[str, tuple[Rule, ...]] = {
 KERNEL_NAMES = tuple(TABLE)
 
 
-def choose(kernel: str, problem: Problem) -> Config:
-    for rule in TABLE[kernel]:
+def row(kernel: str, problem: Problem) -> int:
+    """Index of the first row of TABLE[kernel] that serves `problem`."""
+    for i, rule in enumerate(TABLE[kernel]):
         if rule.test(problem):
-            return rule.config
+            return i
     raise LookupError(f"dispatch table has no {kernel} row for {problem}")
+
+
+def choose(kernel: str, problem: Problem) -> Config:
+    return TABLE[kernel][row(kernel, problem)].config
+
+
+
+
+def row_names() -> list[tuple[str, int, str]]:
+    """(kernel, row, "<kernel> <row>: <when>") of every table row, the rows a force switch alone reaches
+    (the segmented walk's) named with kernels.registry.FORCED_ONLY."""
+    from kernels.registry import FORCED_ONLY   # noqa: PLC0415 (this module is data: no torch at import)
+    out = []
+    for kernel, rules in TABLE.items():
+        for i, rule in enumerate(rules):
+            # the walk's segment rows and pass 2 launch only inside the segmented walk, which no row
+            # selects unless SEGMENTS_ENV forces it (segment_state's one row, "no segments", is the default)
+            forced = "segmented walk" in rule.when or kernel == "segment_pass"
+            out.append((kernel, i, f"{kernel} {i}: {rule.when}" + (f" {FORCED_ONLY}" if forced else "")))
+    return out
 
 
 # What a switch can launch beyond the table's rows (compiled by the compile matrix all the same)

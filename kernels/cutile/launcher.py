@@ -150,6 +150,28 @@ def _launch_config(kernel: str, problem: Problem) -> dispatch.Config:
     return cfg
 
 
+# (kernel, table row) -> launches decided by that row in this process: the dispatch paths a run reached
+# (KernelInfo.coverage; compile keys and recorded launches choose rows too, but do not count here)
+LAUNCHED: dict = {}
+_ROWS: dict = {}
+
+
+def _record(kernel: str, problem: Problem) -> None:
+    if _OVERRIDE:   # an override replaced the table's choice: no row of the table ran
+        return
+    key = (id(dispatch.TABLE), kernel, problem)
+    r = _ROWS.get(key)
+    if r is None:
+        r = _ROWS[key] = (kernel, dispatch.row(kernel, problem))
+    LAUNCHED[r] = LAUNCHED.get(r, 0) + 1
+
+
+def coverage() -> dict[str, int]:
+    """KernelInfo.coverage: launches per dispatch table row in this process, 0 for a row not reached;
+    rows that only a force switch reaches are named with dispatch.FORCED_ONLY."""
+    return {name: LAUNCHED.get((kernel, i), 0) for kernel, i, name in dispatch.row_names()}
+
+
 _HINTED: dict = {}
 
 
@@ -190,7 +212,9 @@ def _run_cumsum(dt, A32, bias32, chunk_size, dt_softplus, dt_limit, stream=None)
     cs = torch.empty_like(dtc)
     # mamba_ssm clamps unconditionally: the default (0, inf) maps a negative dt to 0
     lo, hi = float(dt_limit[0]), float(dt_limit[1])
-    cfg = _launch_config("chunk_cumsum", Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size))
+    prob = Problem(_TORCH_DTYPES[dt.dtype], 0, 0, chunk_size)
+    cfg = _launch_config("chunk_cumsum", prob)
+    _record("chunk_cumsum", prob)
     grid = (nchunks, -(-h // cfg.get("BH")), b)
     has_bias = bias32 is not None
     args = (dt, A32, bias32 if has_bias else A32, dtc, cs,
@@ -240,6 +264,7 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=Non
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
     prob = prob if prob is not None else _problem(x, B, chunk_size, seq32)
     cfg = _launch_config("chunk_state", prob)
+    _record("chunk_state", prob)
     grid = (-(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), h, b)
     args = (x, B, dtc, cs, init32 if init32 is not None else final,
             seq32 if seq32 is not None else _dummy_int(x.device), states, final,
@@ -255,6 +280,7 @@ def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None, 
     out = torch.empty_like(x)
     prob = prob if prob is not None else _problem(x, B, chunk_size, seq32)
     cfg = _launch_config("chunk_scan", prob)
+    _record("chunk_scan", prob)
     if cfg.get("HB") == 2 and (h // g) % 2:
         cfg = cfg.replace(HB=1)             # a pair shares its group's C and B: heads per group even
     bl = cfg.get("BL")
@@ -361,7 +387,9 @@ def _run_varlen(x, B, dtc, cs, states, cu32, chunk_size):
     g, n = B.shape[2], B.shape[3]
     nseq = cu32.numel() - 1
     out = torch.empty(nseq, h, p, n, device=x.device, dtype=states.dtype)
-    cfg = _config("varlen_state", Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size))
+    vprob = Problem(_TORCH_DTYPES[x.dtype], p, n, chunk_size)
+    cfg = _config("varlen_state", vprob)
+    _record("varlen_state", vprob)
     grid = (nseq * h, -(-p // cfg.get("BP")) * -(-n // cfg.get("BN")), 1)
     args = (x, B, dtc, cs, states, cu32, out, chunk_size, h // g)
     _launch(grid, _kernels().varlen_state_kernel, cfg, args, x.device)
@@ -494,7 +522,11 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
             prob = _problem(part(x), B, chunk_size, seq32)     # once: the choices below read it
             # the walks keep the chunk states on chip; varlen_states need them in memory
             segs = None if return_varlen_states else _segment_plan(prob, nchunks, _sm_count(x.device))
+            if not return_varlen_states:
+                _record("segment_state", prob)
             if segs is not None:
+                _record("segment_pass", prob)
+                _record("chunk_walk", dataclasses.replace(prob, segmented=True))
                 y, fin = _run_segments(segs, part(x), part(z), part(B), part(C), part(dt), A32, bias32, part(init32),
                                        D32, chunk_size, dt_softplus, dt_limit, stream)
                 if len(slices) == 1:
@@ -505,6 +537,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
                 continue
             cs, dtc = _run_cumsum(part(dt), A32, bias32, chunk_size, dt_softplus, dt_limit, stream)
             walk = None if return_varlen_states else _walk_config(prob)
+            if not return_varlen_states:
+                _record("chunk_walk", prob)   # a walk row, or "otherwise: chunk_state and chunk_scan"
             if walk is not None:
                 y, fin = _run_walk(walk, part(x), part(z), part(B), part(C), dtc, cs, part(init32), D32, stream)
             else:
