@@ -522,8 +522,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
             prob = _problem(part(x), B, chunk_size, seq32)     # once: the choices below read it
             # the walks keep the chunk states on chip; varlen_states need them in memory
             segs = None if return_varlen_states else _segment_plan(prob, nchunks, _sm_count(x.device))
-            if not return_varlen_states:
-                _record("segment_state", prob)
+            if segs is None and not return_varlen_states:
+                _record("segment_state", prob)   # its one row: no segments (a forced plan is no table row)
             if segs is not None:
                 _record("segment_pass", prob)
                 _record("chunk_walk", dataclasses.replace(prob, segmented=True))
