@@ -1,17 +1,11 @@
-"""The battery warm-up (ssdcheck_plugin/warmup.py): which checks it derives from the collected tests, how
-workers share them, and a run where two xdist workers warm the battery before the tests."""
+"""The battery warm-up (ssdcheck_plugin/warmup.py): which checks it derives from the collected tests and how
+workers share them (a 2-worker run with it forced on: tests/test_reporting.py's xdist report test)."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from properties import triage
 from ssdcheck_plugin import warmup
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Fn:   # a Hypothesis test function is what carries a battery
@@ -76,18 +70,3 @@ def test_a_check_that_raises_stops_the_workers_warmup(tmp_path):
     out = warmup.warm([("i", "p", 0), ("i", "p", 1), ("i", "p", 2)], tmp_path / "c", run_check=boom,
                       log=open("/dev/null", "w"))
     assert out["ran"] == 1 and "illegal memory access" in out["raised"]
-
-
-def test_two_workers_warm_the_battery_before_the_tests(tmp_path):
-    """End to end on the CPU (torch-ref, forced on: it declares no compile key): the workers split the
-    battery checks of the collected test, and the report records it."""
-    report = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "pytest", "tests/test_properties.py::test_causality", "--impl", "torch-ref",
-           "-n", "2", "-p", "no:cacheprovider", "-q", "--ssd-warm-battery", "on", f"--ssd-report={report}"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    warm = json.loads(report.read_text())["meta"]["battery_warmup"]
-    assert warm is not None and len(warm) == 2, warm
-    from kernels.registry import lookup
-    n = len(triage.battery(lookup("torch-ref"), gpu=False))
-    assert sum(w["ran"] for w in warm.values()) == n and all(w["checks"] == n and not w["raised"] for w in warm.values())

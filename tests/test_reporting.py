@@ -121,12 +121,14 @@ def test_report_follows_the_schema(report_run):
     assert "ssdcheck report:" in proc.stdout
 
 
-def test_report_summary_names_the_dispatch_paths_not_reached(report_run, tmp_path, capsys):
+def test_report_summary_names_the_dispatch_paths_not_reached(tmp_path, capsys):
     """`ssdcheck report` counts an implementation's paths (KernelInfo.coverage) and names each one no
     launch reached; paths only a switch selects are listed apart, never as missing."""
     from kernels.registry import FORCED_ONLY
     from ssdcheck.summary import summarize
-    r = json.loads((report_run[0] / "r.json").read_text())
+    r = {"meta": {"created": "now", "hypothesis": {"profile": "gpu", "max_examples": 200}, "command": ["pytest"]},
+         "summary": {"tests": {"passed": 1}, "examples": 12, "failures": 0, "worst_share": 0.1, "worst": None},
+         "properties": [], "tests": [], "tallies": {}, "results": []}
     r["coverage"] = {"cutile": {"chunk_state 0: aligned": 12, "chunk_scan 1: dstate >= 128": 0,
                                 f"chunk_walk 0: a segment {FORCED_ONLY}": 0}}
     path = tmp_path / "cov.json"
@@ -561,14 +563,23 @@ def test_n_auto_means_one_worker_per_core_sharing_the_gpus_round_robin():
 
 def test_xdist_run_reports_the_same_as_one_process(report_run, tmp_path):
     d, _ = report_run
+    # the battery warm-up forced on (on a CPU host auto leaves it off): the workers split its checks
+    # before the tests, and nothing of it reaches the results
     proc = run_pytest(f"{TESTS}::test_matches_oracle", f"{TESTS}::test_causality", f"{TESTS}::test_seq_idx_packing",
-                      "--impl", "torch-ref", "-n", "2", "--ssd-report", str(tmp_path / "x.json"))
+                      "--impl", "torch-ref", "-n", "2", "--ssd-report", str(tmp_path / "x.json"),
+                      "--ssd-warm-battery", "on")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     x, one = _strict_json(tmp_path / "x.json"), _strict_json(d / "r.json")
     assert x["meta"]["xdist"]["workers"] == 2 and set(x["meta"]["xdist"]["devices"]) == {"gw0", "gw1"}
     c = compare_reports(one, x)
     assert c["same_verdicts"] and not c["error_diffs"], c
     assert x["tallies"] == one["tallies"]
+    from kernels.registry import lookup
+    from properties import triage
+    checks = 3 * len(triage.battery(lookup("torch-ref"), gpu=False))
+    warm = x["meta"]["battery_warmup"]
+    assert set(warm) == {"gw0", "gw1"} and sum(w["ran"] for w in warm.values()) == checks, warm
+    assert all(w["checks"] == checks and not w["raised"] for w in warm.values()) and one["meta"]["battery_warmup"] is None
 
 
 def test_compare_flags_a_changed_verdict(report_run, tmp_path):
