@@ -1,6 +1,6 @@
 """Every kernel configuration the dispatch table can choose, compiled ahead of time on the CPU.
 
-    python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix
+    python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix (CI compiles units_for)
     python -m kernels.cutile.compile_matrix --arch sm_120 --cover   # a covering set
     python -m kernels.cutile.compile_matrix --list
 
@@ -25,9 +25,11 @@ from multiprocessing import get_context
 from kernels.cutile import dispatch
 from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 
-EVERY_UNIT_ARCHS = ("sm_90",)                 # the GPU the suite runs on: the full matrix
+TWO_WIDTH_ARCHS = ("sm_90",)                  # the GPU the suite runs on: every config in float32 and bfloat16,
+                                              # every kernel in float16 (two_width_set)
 EVERY_CONFIG_ARCHS = ("sm_100",)              # every config once and every (kernel, dtype) (every_config_set)
 COVER_ARCHS = ("sm_80", "sm_103", "sm_120")   # a covering set
+HALF_WIDTH = ("bfloat16", "float16")          # 16-bit element types: one code path, two element types
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,17 @@ def every_config_set(units: list[Unit] | None = None) -> list[Unit]:
     return chosen + [u for u in units if (u.kernel, u.dtype) not in have and not have.add((u.kernel, u.dtype))]
 
 
+def two_width_set(units: list[Unit] | None = None) -> list[Unit]:
+    """Every unit in float32 and bfloat16, and each kernel's units in float16 only as far as every
+    (kernel, float16) is there once: float16 and bfloat16 run one code path with another element type
+    (bf16 the dtype models train in), and on the GPU the JIT compiles whatever runs, so the gate meets
+    a float16 config that fails to compile there."""
+    units = enumerate_matrix() if units is None else units
+    chosen = [u for u in units if u.dtype not in HALF_WIDTH[1:]]
+    have = {(u.kernel, u.dtype) for u in chosen}
+    return chosen + [u for u in units if (u.kernel, u.dtype) not in have and not have.add((u.kernel, u.dtype))]
+
+
 def specialization(unit: Unit) -> tuple:
     """What a compile of `unit` depends on: the kernel, its signature as cuTile names it (array dtypes
     and layouts, constants) and its compiler hints. Units with one key compile to one cubin (a kernel
@@ -100,14 +113,15 @@ def distinct(units: list[Unit]) -> list[Unit]:
 def units_for(arch: str) -> list[Unit]:
     """What CI compiles for `arch`: the full matrix, every_config_set or a covering set, one unit per
     specialization."""
-    if arch in EVERY_UNIT_ARCHS:
-        units = enumerate_matrix()
+    if arch in TWO_WIDTH_ARCHS:
+        units = two_width_set()
     elif arch in EVERY_CONFIG_ARCHS:
         units = every_config_set()
     elif arch in COVER_ARCHS:
         units = covering_set()
     else:
-        raise ValueError(f"arch: expected one of {EVERY_UNIT_ARCHS + EVERY_CONFIG_ARCHS + COVER_ARCHS}, got {arch!r}")
+        raise ValueError(f"arch: expected one of {TWO_WIDTH_ARCHS + EVERY_CONFIG_ARCHS + COVER_ARCHS}, "
+                         f"got {arch!r}")
     return distinct(units)
 
 
