@@ -82,6 +82,14 @@ def _count_start(counter: Path) -> int:
         return before
 
 
+def _count_read(counter: Path) -> int:
+    """The integer in `counter` (0 while there is none): tests started so far by every worker."""
+    try:
+        return int(counter.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 class TimeBudget:
     def __init__(self, deadline: float, items_total: int = 0, workers: int = 1, counter: Path | None = None):
         self.deadline = deadline          # time.time() epoch seconds
@@ -117,8 +125,21 @@ class TimeBudget:
         return self.item_deadline
 
     def expired(self, now: float | None = None) -> bool:
+        """Past this test's share, unless every test of the session has started: a share leaves time for
+        the tests still queued, and with none queued a test runs on to the session's deadline (in the
+        cold H200 gate, with more tests than workers, the first wave's shares were half the budget, and
+        a compile-bound test was cut at 6 examples while other workers had finished)."""
         now = time.time() if now is None else now
-        return not self.failure_seen and self.calls >= self.min_calls and now >= self.item_deadline
+        if self.failure_seen or self.calls < self.min_calls or now < self.item_deadline:
+            return False
+        return now >= self.share_end()
+
+    def share_end(self) -> float:
+        """When the current test's share ends: its own deadline, or the session's once every test of the
+        session has started (read from the shared counter; the stall watchdog asks the same)."""
+        if self.counter is not None and self.items_total and _count_read(self.counter) >= self.items_total:
+            return max(self.item_deadline, self.deadline)
+        return self.item_deadline
 
 
 _ACTIVE: list[TimeBudget | None] = [None]   # the budget of the session running now (None: no budget)

@@ -103,7 +103,10 @@ class StallWatchdog:
         if ex is None or ex == self._reported or self.budget.failure_seen:
             return None          # a failing test may shrink past its share: that is not a stall
         now = self.clock()
-        overdue = now - max(self.budget.item_deadline, ex[1])
+        end = self.budget.item_deadline
+        if now - max(end, ex[1]) >= self.grace_s:   # past its own share: has the share stretched (fuzzing)?
+            end = self.budget.share_end() if hasattr(self.budget, "share_end") else end
+        overdue = now - max(end, ex[1])
         if overdue < self.grace_s:
             return None
         self._reported = ex

@@ -376,6 +376,27 @@ def test_time_budget_counts_the_whole_sessions_tests_under_xdist(tmp_path):
     assert second == [pytest.approx(100.0)] * 14 and counter.read_text() == "30"
 
 
+def test_a_share_stretches_to_the_deadline_once_no_test_is_queued(tmp_path):
+    """A share leaves time for the tests not started yet; with all of them started a test past its share
+    runs on to the session's deadline, and with one still queued it is cut as before."""
+    counter = tmp_path / "started"
+    a, b = (TimeBudget(deadline=100.0, items_total=3, workers=2, counter=counter) for _ in range(2))
+    assert a.start_item(now=0.0) == pytest.approx(50.0)   # two waves for three tests on two workers
+    b.start_item(now=0.0)
+    a.calls = 1
+    assert a.expired(now=60.0)                  # the third test is still queued
+    b.start_item(now=40.0)                      # ... and now it has started
+    assert not a.expired(now=60.0) and a.expired(now=100.0)
+    from ssdcheck_plugin.stall import StallWatchdog
+    now = [60.0]
+    dog = StallWatchdog(a, grace_s=5.0, clock=lambda: now[0])
+    dog.example_started()
+    now[0] = 80.0
+    assert dog.check() is None                  # 30 s past its own share, within the stretched one
+    now[0] = 105.0
+    assert dog.check() is not None
+
+
 def test_only_hypothesis_tests_share_the_budget():
     # gate runs mix property tests with quick regression tests: counting those would shrink each
     # property's share (18 items on 13 workers gave every property half the session, then idled)
