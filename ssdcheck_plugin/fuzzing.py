@@ -2,7 +2,9 @@
 
 `--ssd-fuzz-seconds S` (or `--ssd-fuzz-until EPOCH`, what `python -m ssdcheck_fuzz` passes) gives
 the session a deadline. Each test, when it starts, gets an equal share of the time left; its
-Hypothesis run (fuzz profile: max_examples 100 000) is stopped when the share is used up.
+Hypothesis run (fuzz profile: max_examples 100 000) is stopped when the share is used up, unless by
+then every test of the session has started (under xdist: a counter the workers share), when it may
+run on to the deadline.
 
 How it stops: the plugin wraps the test's `.hypothesis.inner_test` (Hypothesis's documented hook for
 wrapping the test body) so that, past the deadline, the next example raises `FuzzTimeUp` before it
