@@ -28,7 +28,7 @@ from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 TWO_WIDTH_ARCHS = ("sm_90",)                  # the GPU the suite runs on: every config in float32 and bfloat16,
                                               # every kernel in float16 (two_width_set)
 EVERY_CONFIG_ARCHS = ("sm_100",)              # every config once and every (kernel, dtype) (every_config_set)
-COVER_ARCHS = ("sm_80", "sm_103", "sm_120")   # a covering set
+COVER_ARCHS = ("sm_103", "sm_120")            # a covering set
 HALF_WIDTH = ("bfloat16", "float16")          # 16-bit element types: one code path, two element types
 
 
