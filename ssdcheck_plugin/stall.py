@@ -105,7 +105,7 @@ class StallWatchdog:
         now = self.clock()
         end = self.budget.item_deadline
         if now - max(end, ex[1]) >= self.grace_s:   # past its own share: has the share stretched (fuzzing)?
-            end = self.budget.share_end() if hasattr(self.budget, "share_end") else end
+            end = self.budget.share_end()
         overdue = now - max(end, ex[1])
         if overdue < self.grace_s:
             return None

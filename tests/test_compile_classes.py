@@ -8,11 +8,9 @@ compiles a GPU run of them needs (a property's derived problems, another chunk s
 """
 from __future__ import annotations
 
-import contextlib
 from collections import defaultdict
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,25 +20,11 @@ from properties.strategies import ssd_problems, tally
 pytest.importorskip("cuda.tile")
 
 
-@contextlib.contextmanager
-def _unfilled_inputs():
-    """problem.inputs with torch.randn left unfilled: a launch signature takes the arrays' dtypes,
-    shapes, strides and alignment, never their values, and drawing the normals of GPU-sized problems
-    was most of this file's time (72 of 84 s in one test, profiled)."""
-    real = torch.randn
-    torch.randn = lambda *shape, generator=None, dtype=None: torch.empty(*shape, dtype=dtype)
-    try:
-        yield
-    finally:
-        torch.randn = real
-
-
 def _signatures(problem) -> frozenset:
-    from cuda.tile.compilation import mangle_kernel_name
-    from scripts.cubin_resources import recorded_launches
-    with _unfilled_inputs():
+    from scripts.cubin_resources import recorded_symbols, unfilled_normals
+    with unfilled_normals():
         inputs = problem.inputs("cpu")
-    return frozenset((id(k), mangle_kernel_name(k._pyfunc.__name__, sig)) for k, sig in recorded_launches(inputs))
+    return recorded_symbols(inputs)
 
 
 def _draws(info, n: int, regime=None) -> list:
