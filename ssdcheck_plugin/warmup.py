@@ -11,7 +11,7 @@ Here each worker, once collection is done and before xdist hands out tests, clai
 problem) checks one at a time from a list every worker derives alike, through a counter under a file
 lock. It runs each check only to compile what it needs and discards the result. The tests then run the
 same checks from the compile cache. Counted on the CPU (scripts/battery_signatures.py), the gate's
-battery checks need 121 distinct signatures; run test by test they are compiled 352 times over, though
+battery checks need 121 distinct signatures; run test by test they are compiled 351 times over, though
 the compile lock lets only one process build each. Spread over every core, they all compile at once.
 
 It runs under xdist with more than one worker, on a GPU, for implementations that declare a compile key
