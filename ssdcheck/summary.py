@@ -126,7 +126,8 @@ def summarize(path: str) -> None:
         if thin:
             print(f"  - **under {FEATURE_FLOOR:.0%}** (barely reached): "
                   + ", ".join(f"{k} {v:.1%}" for k, v in thin.items()))
-    from kernels.registry import FORCED_ONLY   # noqa: PLC0415 (kernels imports torch: only when needed)
+    if r.get("coverage"):   # kernels.registry imports torch: only for a report that has paths to show
+        from kernels.registry import FORCED_ONLY   # noqa: PLC0415
     for impl, paths in (r.get("coverage") or {}).items():
         default = {k: n for k, n in paths.items() if not k.endswith(FORCED_ONLY)}
         missed = [k for k, n in default.items() if not n]
