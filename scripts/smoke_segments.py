@@ -24,11 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 FAILED = 10   # the child's exit status for an error above the bound (a crash exits 1)
 
-# (batch, seqlen, nheads, ngroups, headdim, dstate, dtype, D per channel, z, init)
+# (batch, seqlen, nheads, ngroups, headdim, dstate, dtype, D per channel, z, init): each one the passes
+# serve at 2 and 4 segments (its chunks of 64 a multiple of 4; tests/test_segments.py checks it)
 PROBLEMS = (
     (2, 512, 8, 2, 64, 64, "bfloat16", False, True, True),
     (1, 256, 6, 2, 32, 128, "float16", True, False, False),
-    (2, 320, 6, 3, 64, 64, "float32", False, True, True),
+    (2, 256, 6, 3, 64, 64, "float32", False, True, True),
     (3, 1024, 4, 4, 64, 128, "bfloat16", True, True, True),
     (2, 16384, 32, 1, 64, 64, "bfloat16", False, False, False),
 )

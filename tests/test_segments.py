@@ -7,6 +7,7 @@ table and the force switch send a problem. The kernels themselves run on a GPU o
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from kernels.cutile import dispatch, launcher
 from oracles import ssd_chunked_f64, ssd_recurrence_f64
 
 LOG2E = math.log2(math.e)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _problem(b=2, l=256, h=4, g=2, p=16, n=32, seed=0, dtype=torch.float64):
@@ -268,10 +270,10 @@ def test_forced_segments_leave_every_problem_the_passes_cannot_serve_to_the_othe
 
 # --------------------------------------------------------------------------- dispatch
 
-def _plan(b, l, h, n, p=64, chunk=64, aligned=True, force=None, sms=132):
+def _plan(b, l, h, n, p=64, chunk=64, aligned=True, force=None, sms=132, dtype="bfloat16"):
     saved, launcher._SEGMENTS = launcher._SEGMENTS, force
     try:
-        prob = dispatch.Problem("bfloat16", p, n, chunk, b * h, aligned=aligned and l % chunk == 0, seqlen=l)
+        prob = dispatch.Problem(dtype, p, n, chunk, b * h, aligned=aligned and l % chunk == 0, seqlen=l)
         plan = launcher._segment_plan(prob, -(-l // chunk), sms)
     finally:
         launcher._SEGMENTS = saved
@@ -294,6 +296,19 @@ def test_the_table_never_segments_and_the_switch_segments_what_the_passes_serve(
     assert _plan(2, 256, 4, 64, p=16, force=8) == 4              # forced: any size, S divides the chunks
     assert _plan(2, 192, 4, 64, force=8) is None                 # 3 chunks: no power of two > 1 divides
     assert _plan(2, 384, 4, 128, force=8) == 2                   # 6 chunks: 2 segments of 3
+
+
+def test_every_smoke_problem_is_segmented_at_each_forced_count():
+    """scripts/smoke_segments.py fails a problem the path does not take; on an H200 its float32 problem
+    of 5 chunks (seqlen 320) did exactly that: no power of two above 1 divides 5."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("smoke_segments", ROOT / "scripts" / "smoke_segments.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    for b, l, h, _g, p, n, dtype, *_ in smoke.PROBLEMS:
+        for force in (2, 4):
+            assert _plan(b, l, h, n, p=p, force=force, dtype=dtype) == force, (b, l, h, p, n, dtype, force)
+    assert _plan(2, 320, 6, 64, force=4, dtype="float32") is None   # the problem it replaced
 
 
 def test_segments_is_a_power_of_two_dividing_the_chunks_within_one_wave():
