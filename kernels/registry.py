@@ -68,6 +68,9 @@ class Backward:
     KernelInfo.options both (`backward_options`), so narrowing a KernelInfo's options narrows its backward's.
     state_dtype / matmul: its precision, as for the forward: the dtype the states and state gradients
     are stored in between kernels, and what fp32 matmul operands become; the backward yardstick models both.
+    explore_one_in: where each new compile class costs the backward minutes, gradient draws explore a
+    new class in one draw of this many instead of the forward's 1 in 8 (properties/strategies.py); the
+    others reuse the triage battery's classes. None: as the forward.
     """
     fn: Callable | str
     grads: tuple[str, ...]
@@ -75,6 +78,7 @@ class Backward:
     state_dtype: str = "fp32"
     matmul: str = "ieee"
     deterministic: bool = True
+    explore_one_in: int | None = None
     notes: str = ""
 
     def check(self, owner: str, forward_options: frozenset[str]) -> None:
@@ -91,6 +95,8 @@ class Backward:
             raise ValueError(f"{where}.state_dtype: expected fp32 or input, got {self.state_dtype!r}")
         if self.matmul not in MATMULS:
             raise ValueError(f"{where}.matmul: expected one of {MATMULS}, got {self.matmul!r}")
+        if self.explore_one_in is not None and (not isinstance(self.explore_one_in, int) or self.explore_one_in < 1):
+            raise ValueError(f"{where}.explore_one_in: expected None or an int >= 1, got {self.explore_one_in!r}")
 
 
 @dataclass(frozen=True)

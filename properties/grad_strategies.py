@@ -5,14 +5,15 @@ declared backward supports (never varlen states: they have no gradient), then th
 scale (1, or 1e-2 / 1e2: small and large gradients, inside float16's normal range at the sizes drawn:
 at 1e-3 fp16 gradients of a seqlen-1 problem reach its subnormals, 2e-5, and lose digits), tokens
 where dy is 0, d final_states on or off, and in half the draws skipped tokens (processed dt 0: padding,
-a clamped negative dt) every 3rd or 5th token.
+a clamped negative dt) every 3rd or 5th token. On the GPU the forward part is drawn compile-aware, new
+classes explored at the backward's own rate (Backward.explore_one_in) where it declares one.
 """
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
 from properties.grad_problem import GradProblem
-from properties.strategies import ssd_problems
+from properties.strategies import EXPLORE_ONE_IN, ssd_problems
 
 PINNED: GradProblem | None = None   # set by conftest's --ssd-grad-problem: every draw returns it
 GPU_MAX_SEQLEN = 2048               # the closed forms and oracles keep O(seqlen^2) blocks per head
@@ -25,7 +26,8 @@ def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     if info.backward is None:
         raise ValueError(f"info: {info.name} declares no backward (KernelInfo.backward is None)")
     fwd_info = info.replace(options=info.backward_options() - {"varlen_states"})
-    base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None)))
+    base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None),
+                             explore_one_in=info.backward.explore_one_in or EXPLORE_ONE_IN))
     dfinal = base.final_states and draw(st.booleans())
     # float16 has no room for 1e2: a dt gradient of 1e2 * |A| * (a chunk's terms) passes 65504 (and inf
     # is then the right float16 answer, not a bug)

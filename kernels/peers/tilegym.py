@@ -245,6 +245,9 @@ INFO = KernelInfo(
         fn=tilegym_backward, grads=("x", "dt", "A", "B", "C", "D", "initial_states"),
         options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
         state_dtype="input", matmul="ieee", deterministic=False,
+        # a compile class is five kernels, about a minute of tileiras on the H200: at 1 in 8 a gradient
+        # test's 200 draws took 9-13 classes, its compiles more than its time (reports/2026-12-02-backward-h200.md)
+        explore_one_in=48,
         notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )
 
