@@ -261,3 +261,28 @@ def test_tilegym_compile_key_holds_each_size_its_kernels_take_as_a_constant(tmp_
     # exactly (chunk_size, head_size, state_size) or the heads per group
     sized = constants - {c for c in constants if c.isupper() and ("BLOCK" in c or "LAT" in c or c == "ND_LEN")}
     assert sized == {"chunk_size", "head_size", "state_size", "num_heads_per_group"}, sized
+
+
+def test_tilegym_compile_key_holds_the_backwards_chunk_count_strides(tmp_path):
+    """TileGym's backward allocates fp32 arrays of shape (b, h, nchunks) (dd and da), so cuTile's JIT
+    sees whether nchunks and h * nchunks are multiples of 4 elements (16 bytes): 3 and 4 chunks of 6
+    heads and 2 chunks are one class of the generic key (none divisible by 16) but three compiles here."""
+    import re
+    from kernels.peers.sources import PeerSourceMissing
+    from kernels.registry import jit_specialization_key
+    from mutation.peer_copy import unpack
+    from properties.problem import SSDProblem
+    info = lookup("tilegym")
+    ignore = frozenset({"D", "initial_states", "final_states"})
+    three = SSDProblem(batch=1, seqlen=192, nheads=6, headdim=64, dstate=64, ngroups=2, chunk_size=64, dtype="bfloat16")
+    four, two = three.replace(seqlen=256), three.replace(seqlen=128)
+    assert len({jit_specialization_key(p, ignore=ignore) for p in (two, three, four)}) == 1
+    assert len({info.compile_class(p) for p in (two, three, four)}) == 3   # (nc % 4, h*nc % 4): 2 (no, yes), 3 (no, no), 4 (yes, yes)
+    assert info.compile_class(three.replace(seqlen=5 * 64)) == info.compile_class(three)   # 5 and 3: alike
+    try:
+        src = (unpack("tilegym", tmp_path) / "tilegym" / "ops" / "cutile" / "mamba2.py").read_text()
+    except PeerSourceMissing as e:
+        pytest.skip(f"TileGym's source: {e}")
+    chunk_arrays = re.findall(r"new_empty\(batch_size, num_heads, (?:num_chunks|num_tokens // chunk_size), "
+                              r"dtype=torch\.float32\)", src)
+    assert len(chunk_arrays) == 2, chunk_arrays

@@ -146,9 +146,11 @@ def compile_key(problem) -> tuple:
     init_state (zeros when absent), so D and initial_states change no signature. TileGym's kernels also
     take the heads per group as a compile-time constant (mamba2.py: `num_heads_per_group:
     ct.Constant[int]` in the forward and backward kernels, from `num_heads // num_groups`), so each
-    value is a compile of its own."""
+    value is a compile of its own. Its backward allocates fp32 (b, h, nchunks) arrays (mamba2.py: dd,
+    da), whose strides nchunks and h * nchunks are multiples of 16 bytes or not: two more classes."""
+    nchunks = -(-problem.seqlen // problem.chunk_size)
     return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"})) + (
-        problem.nheads // problem.ngroups,)
+        problem.nheads // problem.ngroups, nchunks % 4 == 0, problem.nheads * nchunks % 4 == 0)
 
 
 def tilegym_backward(dy, dfinal_states, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
