@@ -14,6 +14,11 @@ same checks from the compile cache. Counted on the CPU (scripts/battery_signatur
 battery checks need 121 distinct signatures; run test by test they are compiled 351 times over, though
 the compile lock lets only one process build each. Spread over every core, they all compile at once.
 
+Gradient tests (tests/test_gradients.py) have no explicit battery, but most of their GPU draws copy
+a compile class of the battery of the backward's options; those problems are their checks. On the
+H200 one TileGym gradient class cost about a minute of compiling (reports/2026-12-02-backward-h200.md),
+and a lone test compiled its three serially.
+
 It runs under xdist with more than one worker, on a GPU, for implementations that declare a compile key
 (`--ssd-warm-battery auto`, the default), and never with -x/--maxfail: a fail-fast run wants its first
 example at once. `on` warms every implementation's battery wherever there are workers (tests use it on
@@ -32,8 +37,10 @@ MODEL = "_model_layer"               # test_<prop>_model_layer[impl-dtype]: the 
 
 def check_of(item) -> tuple[str, str, str | None, str | None] | None:
     """(implementation, property, regime, dtype) whose battery the test item `item` checks first, or None
-    for a test that is not a property test of tests/test_properties.py's kind."""
-    from properties import invariants
+    for a test that is not a property test of tests/test_properties.py's or tests/test_gradients.py's
+    kind. A gradient test has no explicit battery, but its draws copy the battery's compile classes
+    (properties/grad_strategies.py), so compiling those first serves them the same way."""
+    from properties import gradients, invariants
     if not hasattr(getattr(item, "obj", None), "hypothesis"):
         return None
     params = getattr(getattr(item, "callspec", None), "params", {})
@@ -45,7 +52,7 @@ def check_of(item) -> tuple[str, str, str | None, str | None] | None:
     for suffix in SUFFIXES:
         base = base.removesuffix(suffix)
     prop = "prop_" + base
-    if not isinstance(impl, str) or prop not in invariants.PROPERTIES:
+    if not isinstance(impl, str) or (prop not in invariants.PROPERTIES and prop not in gradients.GRAD_PROPERTIES):
         return None
     return impl, prop, regime, dtype
 
@@ -55,20 +62,34 @@ def battery_checks(items, compiled_only: bool = True) -> list[tuple[str, str, ob
     the test sizes it (GPU or CPU); the checks against the oracle first (their compiles are the base
     classes every other check shares). compiled_only: only implementations that declare a compile key."""
     from kernels.registry import lookup
-    from properties import invariants, triage
+    from properties import invariants
     seen, out = set(), []
     for check in filter(None, map(check_of, items)):
         impl, prop, regime, dtype = check
         info = lookup(impl)
         if compiled_only and info.compile_key is None:
             continue
-        gpu = info.device == "cuda" or invariants.device_for(info) == "cuda"   # as tests/test_properties.py
-        for problem in triage.battery(info, gpu, dtype, regime):
+        for problem in _battery(info, prop, regime, dtype):
             key = (impl, prop, problem)
             if key not in seen:
                 seen.add(key)
                 out.append(key)
-    return sorted(out, key=lambda c: c[1] != "prop_matches_oracle")
+    return sorted(out, key=lambda c: c[1] not in ("prop_matches_oracle", "prop_grad_matches_oracle"))
+
+
+def _battery(info, prop: str, regime: str | None, dtype: str | None) -> list:
+    """The problems whose compiles `prop`'s test reuses: the triage battery as tests/test_properties.py
+    sizes it, or for a gradient property (none where the backward is not declared) the battery of the
+    forward options the backward supports, as GradProblems (properties/grad_strategies.py)."""
+    from properties import gradients, invariants, triage
+    from properties.grad_problem import GradProblem
+    gpu = info.device == "cuda" or invariants.device_for(info) == "cuda"   # as the test files
+    if prop not in gradients.GRAD_PROPERTIES:
+        return triage.battery(info, gpu, dtype, regime)
+    if info.backward is None:
+        return []
+    fwd = info.replace(options=info.backward_options() - {"varlen_states"})
+    return [GradProblem.of(p, dfinal=p.final_states) for p in triage.battery(fwd, gpu, None, None)]
 
 
 def wanted(config, mode: str) -> bool:
@@ -93,9 +114,10 @@ def warm(checks, counter: Path, run_check=None, log=sys.stderr) -> dict:
     "raised": "<the first check that raised>" or None}. A check that raises stops this worker's warm-up
     (its test will report the failure; a crashed kernel may have left the CUDA context unusable)."""
     from kernels.registry import lookup
-    from properties import invariants
+    from properties import gradients, invariants
     from ssdcheck_plugin.fuzzing import _count_start
-    run_check = run_check or (lambda impl, prop, problem: invariants.PROPERTIES[prop](lookup(impl), problem))
+    props = {**invariants.PROPERTIES, **gradients.GRAD_PROPERTIES}
+    run_check = run_check or (lambda impl, prop, problem: props[prop](lookup(impl), problem))
     t0, ran, raised = time.time(), 0, None
     while (i := _count_start(counter)) < len(checks):
         impl, prop, problem = checks[i]

@@ -23,6 +23,7 @@ def test_each_property_test_names_its_battery():
         ("cutile", "prop_matches_oracle", "model", "float16")
     assert warmup.check_of(_item("test_finite_under_extreme_decay_long", impl="tilegym")) == \
         ("tilegym", "prop_finite_under_extreme_decay", None, None)
+    assert warmup.check_of(_item("test_grad_linearity", impl="tilegym")) == ("tilegym", "prop_grad_linearity", None, None)
     assert warmup.check_of(_item("test_regression", impl="cutile")) is None   # no such property
     plain = SimpleNamespace(obj=object(), name="test_seq_idx_packing[cutile]", originalname="test_seq_idx_packing",
                             callspec=SimpleNamespace(params={"impl": "cutile"}))
@@ -42,6 +43,23 @@ def test_checks_cover_every_collected_battery_once_oracle_first():
     assert len(checks) == len(set(checks)) == len(oracle) + len(plain)
     assert [c[1] for c in checks] == ["prop_matches_oracle"] * len(oracle) + ["prop_seq_idx_packing"] * len(plain)
     assert {c[2] for c in checks} == set(plain) | set(model)
+
+
+def test_gradient_tests_warm_the_classes_their_draws_copy():
+    """A gradient test's draws copy the compile classes of the battery of its backward's options
+    (properties/grad_strategies.py): those are its checks, as GradProblems, the oracle's first; an
+    implementation without a backward has none."""
+    from kernels.registry import lookup
+    from properties.grad_problem import GradProblem
+    tg = lookup("tilegym")
+    items = [_item("test_grad_linearity", impl="tilegym"), _item("test_grad_matches_oracle", impl="tilegym"),
+             _item("test_grad_matches_oracle", impl="cutile")]   # cutile: forward only
+    checks = warmup.battery_checks(items)
+    battery = triage.battery(tg.replace(options=tg.backward_options() - {"varlen_states"}), True)
+    assert [c[:2] for c in checks] == [("tilegym", "prop_grad_matches_oracle")] * len(battery) + \
+        [("tilegym", "prop_grad_linearity")] * len(battery)
+    assert all(isinstance(c[2], GradProblem) for c in checks)
+    assert {tg.compile_class(c[2]) for c in checks} == {tg.compile_class(p) for p in battery}
 
 
 def test_workers_claim_disjoint_checks_until_none_is_left(tmp_path):
@@ -70,3 +88,14 @@ def test_a_check_that_raises_stops_the_workers_warmup(tmp_path):
     out = warmup.warm([("i", "p", 0), ("i", "p", 1), ("i", "p", 2)], tmp_path / "c", run_check=boom,
                       log=open("/dev/null", "w"))
     assert out["ran"] == 1 and "illegal memory access" in out["raised"]
+
+
+def test_a_gradient_check_runs_its_gradient_property(tmp_path):
+    """warm()'s default runner finds a gradient property among the gradient properties (torch-ref on
+    the CPU, its battery warmed as `--ssd-warm-battery on` would)."""
+    import io
+    checks = warmup.battery_checks([_item("test_grad_group_broadcast", impl="torch-ref")], compiled_only=False)
+    assert checks and all(c[1] == "prop_grad_group_broadcast" for c in checks)
+    log = io.StringIO()
+    out = warmup.warm(checks[:1], tmp_path / "counter", log=log)
+    assert out["ran"] == 1 and out["raised"] is None, (out, log.getvalue())
