@@ -312,7 +312,7 @@ def main(argv=None) -> int:
         f.write(md)
     with open(os.path.join(args.out, "merged.json"), "w") as f:
         json.dump({"runs": [{k: v for k, v in d.items() if k != "shapes"} for d in docs],
-                   "rows": rows, "not_run": missing, "repeats": repeats}, f, indent=1, default=str)
+                   "rows": rows, "not_run": missing, "repeats": repeats}, f, separators=(",", ":"), default=str)
     print(f"bench.merge: {len(docs)} runs, {len(rows)} results -> {args.out}/bench.md"
           + ("" if why else f", {png}") + (f" (no plot: {why})" if why else ""))
     return 0
