@@ -27,8 +27,7 @@ from kernels.cutile.dispatch import ELEMENT_DTYPES, Config
 
 TWO_WIDTH_ARCHS = ("sm_90",)                  # the GPU the suite runs on: every config in float32 and bfloat16,
                                               # every kernel in float16 (two_width_set)
-EVERY_CONFIG_ARCHS = ("sm_100",)              # every config once and every (kernel, dtype) (every_config_set)
-COVER_ARCHS = ("sm_103", "sm_120")            # a covering set
+COVER_ARCHS = ("sm_100", "sm_103", "sm_120")  # a covering set
 HALF_WIDTH = ("bfloat16", "float16")          # 16-bit element types: one code path, two element types
 
 
@@ -67,22 +66,6 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
     return chosen
 
 
-def every_config_set(units: list[Unit] | None = None) -> list[Unit]:
-    """Each (kernel, config) once, dtypes rotating over a kernel's configs, plus any (kernel, dtype)
-    that leaves out."""
-    units = enumerate_matrix() if units is None else units
-    dtypes = list(dict.fromkeys(u.dtype for u in units))
-    present, chosen, seen, configs_of = set(units), [], set(), {}
-    for u in units:
-        if (u.kernel, u.config) in seen:
-            continue
-        seen.add((u.kernel, u.config))
-        n = configs_of[u.kernel] = configs_of.get(u.kernel, -1) + 1       # this config's index in its kernel
-        rotated = dtypes[n % len(dtypes):] + dtypes[:n % len(dtypes)]
-        chosen.append(next(v for d in rotated if (v := Unit(u.kernel, u.config, d)) in present))
-    return _with_every_kernel_dtype(chosen, units)
-
-
 def two_width_set(units: list[Unit] | None = None) -> list[Unit]:
     """Every unit in float32 and bfloat16, and each kernel's units in float16 only as far as every
     (kernel, float16) is there once: float16 and bfloat16 run one code path with another element type
@@ -114,17 +97,13 @@ def distinct(units: list[Unit]) -> list[Unit]:
 
 
 def units_for(arch: str) -> list[Unit]:
-    """What CI compiles for `arch`: the full matrix, every_config_set or a covering set, one unit per
-    specialization."""
+    """What CI compiles for `arch`: two_width_set or a covering set, one unit per specialization."""
     if arch in TWO_WIDTH_ARCHS:
         units = two_width_set()
-    elif arch in EVERY_CONFIG_ARCHS:
-        units = every_config_set()
     elif arch in COVER_ARCHS:
         units = covering_set()
     else:
-        raise ValueError(f"arch: expected one of {TWO_WIDTH_ARCHS + EVERY_CONFIG_ARCHS + COVER_ARCHS}, "
-                         f"got {arch!r}")
+        raise ValueError(f"arch: expected one of {TWO_WIDTH_ARCHS + COVER_ARCHS}, got {arch!r}")
     return distinct(units)
 
 
