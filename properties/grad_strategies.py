@@ -19,14 +19,26 @@ PINNED: GradProblem | None = None   # set by conftest's --ssd-grad-problem: ever
 GPU_MAX_SEQLEN = 2048               # the closed forms and oracles keep O(seqlen^2) blocks per head
 
 
+def forward_info(info):
+    """The KernelInfo a gradient draw takes its forward part from: the options the backward supports,
+    never varlen states (they have no gradient)."""
+    return info.replace(options=info.backward_options() - {"varlen_states"})
+
+
+def battery(info, gpu: bool) -> list[GradProblem]:
+    """The problems whose compile classes the compile-aware GPU draws copy (properties/strategies.py):
+    the triage battery of forward_info(info), as GradProblems."""
+    from properties import triage   # noqa: PLC0415 (as strategies.ssd_problems imports it)
+    return [GradProblem.of(p, dfinal=p.final_states) for p in triage.battery(forward_info(info), gpu, None, None)]
+
+
 @st.composite
 def grad_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None):
     if PINNED is not None:
         return PINNED
     if info.backward is None:
         raise ValueError(f"info: {info.name} declares no backward (KernelInfo.backward is None)")
-    fwd_info = info.replace(options=info.backward_options() - {"varlen_states"})
-    base = draw(ssd_problems(fwd_info, gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None),
+    base = draw(ssd_problems(forward_info(info), gpu=gpu, max_seqlen=max_seqlen or (GPU_MAX_SEQLEN if gpu else None),
                              explore_one_in=info.backward.explore_one_in or EXPLORE_ONE_IN))
     dfinal = base.final_states and draw(st.booleans())
     # float16 has no room for 1e2: a dt gradient of 1e2 * |A| * (a chunk's terms) passes 65504 (and inf

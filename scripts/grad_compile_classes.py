@@ -16,6 +16,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository
 
 
+def count_classes(info, examples: int = 200) -> tuple[collections.Counter, set]:
+    """({compile key: draws} of `examples` derandomized GPU gradient draws, the battery's keys)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from properties import grad_strategies
+    battery = {info.compile_class(p) for p in grad_strategies.battery(info, True)}
+    counts: collections.Counter = collections.Counter()
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def draw(data):
+        counts[info.compile_class(data.draw(grad_strategies.grad_problems(info, gpu=True)))] += 1
+
+    draw()
+    return counts, battery
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--impl", default="tilegym", help="a registered implementation with a backward (default tilegym)")
@@ -23,26 +42,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.examples < 1:
         ap.error(f"--examples: expected at least 1, got {args.examples}")
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
     from kernels.registry import lookup
-    from properties import triage
-    from properties.grad_strategies import grad_problems
     info = lookup(args.impl)
     if info.compile_key is None or info.backward is None:
         ap.error(f"--impl: {info.name} declares no compile key or no backward")
-    battery = {info.compile_class(p) for p in triage.battery(
-        info.replace(options=info.backward_options() - {"varlen_states"}), True, None, None)}
-    counts: collections.Counter = collections.Counter()
-
-    @settings(max_examples=args.examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def draw(data):
-        counts[info.compile_class(data.draw(grad_problems(info, gpu=True)))] += 1
-
-    draw()
+    counts, battery = count_classes(info, args.examples)
     in_battery = sum(c for k, c in counts.items() if k in battery)
     print(f"{info.name}: {sum(counts.values())} draws, {len(counts)} compile classes; "
           f"{len(battery & set(counts))} of the battery's {len(battery)} classes take {in_battery} draws")

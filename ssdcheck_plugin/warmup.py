@@ -81,15 +81,11 @@ def _battery(info, prop: str, regime: str | None, dtype: str | None) -> list:
     """The problems whose compiles `prop`'s test reuses: the triage battery as tests/test_properties.py
     sizes it, or for a gradient property (none where the backward is not declared) the battery of the
     forward options the backward supports, as GradProblems (properties/grad_strategies.py)."""
-    from properties import gradients, invariants, triage
-    from properties.grad_problem import GradProblem
+    from properties import grad_strategies, gradients, invariants, triage
     gpu = info.device == "cuda" or invariants.device_for(info) == "cuda"   # as the test files
     if prop not in gradients.GRAD_PROPERTIES:
         return triage.battery(info, gpu, dtype, regime)
-    if info.backward is None:
-        return []
-    fwd = info.replace(options=info.backward_options() - {"varlen_states"})
-    return [GradProblem.of(p, dfinal=p.final_states) for p in triage.battery(fwd, gpu, None, None)]
+    return [] if info.backward is None else grad_strategies.battery(info, gpu)
 
 
 def wanted(config, mode: str) -> bool:

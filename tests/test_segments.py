@@ -7,7 +7,6 @@ table and the force switch send a problem. The kernels themselves run on a GPU o
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +15,6 @@ from kernels.cutile import dispatch, launcher
 from oracles import ssd_chunked_f64, ssd_recurrence_f64
 
 LOG2E = math.log2(math.e)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _problem(b=2, l=256, h=4, g=2, p=16, n=32, seed=0, dtype=torch.float64):
@@ -301,11 +299,8 @@ def test_the_table_never_segments_and_the_switch_segments_what_the_passes_serve(
 def test_every_smoke_problem_is_segmented_at_each_forced_count():
     """scripts/smoke_segments.py fails a problem the path does not take; on an H200 its float32 problem
     of 5 chunks (seqlen 320) did exactly that: no power of two above 1 divides 5."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("smoke_segments", ROOT / "scripts" / "smoke_segments.py")
-    smoke = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(smoke)
-    for b, l, h, _g, p, n, dtype, *_ in smoke.PROBLEMS:
+    from scripts.smoke_segments import PROBLEMS
+    for b, l, h, _g, p, n, dtype, *_ in PROBLEMS:
         for force in (2, 4):
             assert _plan(b, l, h, n, p=p, force=force, dtype=dtype) == force, (b, l, h, p, n, dtype, force)
     assert _plan(2, 320, 6, 64, force=4, dtype="float32") is None   # the problem it replaced

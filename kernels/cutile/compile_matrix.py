@@ -72,11 +72,7 @@ def two_width_set(units: list[Unit] | None = None) -> list[Unit]:
     (bf16 the dtype models train in), and on the GPU the JIT compiles whatever runs, so the gate meets
     a float16 config that fails to compile there."""
     units = enumerate_matrix() if units is None else units
-    return _with_every_kernel_dtype([u for u in units if u.dtype not in HALF_WIDTH[1:]], units)
-
-
-def _with_every_kernel_dtype(chosen: list[Unit], units: list[Unit]) -> list[Unit]:
-    """`chosen`, then the first unit of `units` for each (kernel, dtype) that `chosen` leaves out."""
+    chosen = [u for u in units if u.dtype not in HALF_WIDTH[1:]]
     have = {(u.kernel, u.dtype) for u in chosen}
     return chosen + [u for u in units if (u.kernel, u.dtype) not in have and not have.add((u.kernel, u.dtype))]
 
