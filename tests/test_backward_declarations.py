@@ -84,3 +84,18 @@ def test_a_costly_backward_explores_new_compile_classes_at_its_declared_rate():
     assert classes < classes8, (classes, classes8)
     _, explored1 = _grad_classes(tg.replace(backward=dataclasses.replace(tg.backward, explore_one_in=1)), n=40)
     assert explored1 >= 30, explored1   # a free draw may still land in a battery class
+
+
+def test_group_broadcast_runs_stay_in_the_classes_the_warm_up_compiles():
+    """prop_grad_group_broadcast runs each draw grouped and with one group per head. A draw that is
+    grouped already runs as drawn, so the warm-up's battery runs hold the classes of all but the
+    explored draws' runs: 6 of 400 runs outside them on this sequence. Regrouping every even seed's draw
+    (TileGym's heads per group is a compile-time constant) had put 155 of 400 outside, in classes the
+    test compiled alone (reports/2026-12-02-backward-h200.md: 128 of 200 examples in 381 s, 360 s compiling)."""
+    from scripts.grad_compile_classes import count_classes, group_broadcast_runs
+    tg = lookup("tilegym")
+    runs, warm = count_classes(tg, 200, group_broadcast_runs)
+    draws, battery = count_classes(tg, 200)
+    outside = sum(c for k, c in runs.items() if k not in warm)
+    explored = sum(c for k, c in draws.items() if k not in battery)
+    assert outside <= 2 * explored + 2, (outside, explored)
