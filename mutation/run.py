@@ -809,6 +809,11 @@ def main(argv=None) -> int:
     t.add_argument("--fuzz-seconds", type=float, default=150.0, help="the command's --ssd-fuzz-seconds (default 150)")
     t.add_argument("--total-s", type=float, default=560.0,
                    help="start no run that could not end within this many seconds of the start (default 560)")
+    t.add_argument("--fill-cache", type=Path, metavar="DIR",
+                   help="cold/warm: share the unmutated fill with other catalogs of the implementation through DIR "
+                        "(made once, under a lock; default: a fill of this command's own)")
+    t.add_argument("--fill-jobs", type=int, metavar="N",
+                   help="xdist workers of the fill (default: one per CPU core)")
     t.add_argument("--profile", default="gpu", help="the command's --hypothesis-profile (default gpu)")
     t.add_argument("--pytest-args", default="", metavar="ARGS", help="more arguments for the command (one string)")
     t.add_argument("--ttf-summary", nargs="+", type=Path, metavar="FILE.jsonl",
@@ -864,11 +869,14 @@ def main(argv=None) -> int:
             shard = ttf.parse_shard(args.shard)
         except ValueError as e:
             ap.error(str(e))
+        if args.fill_jobs is not None and args.fill_jobs < 1:
+            ap.error(f"--fill-jobs: expected a positive number, got {args.fill_jobs}")
         if args.only:
             catalog = dataclasses.replace(catalog, mutants=tuple(catalog.by_id(i) for i in args.only))
         ttf.run(catalog, cache=args.cache, shard=shard, jobs=args.jobs, fuzz_s=args.fuzz_seconds,
                 budget_s=args.budget_s, total_s=args.total_s, results=args.results, profile=args.profile,
-                extra=args.pytest_args, isolation=args.isolation, progress=_ttf_progress)
+                extra=args.pytest_args, isolation=args.isolation, progress=_ttf_progress,
+                fill_cache=args.fill_cache, fill_jobs=args.fill_jobs)
         return 0
     if args.compile_only:
         print(f"{catalog.name}: compiling {len(args.only or catalog.mutants)} mutant(s) for {COMPILE_ARCH}, "

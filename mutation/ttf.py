@@ -2,6 +2,7 @@
 
     python -m mutation.run --time-to-failure --catalog NAME [--cache empty|cold|warm] [--shard I/N]
            [--jobs J] [--fuzz-seconds F] [--budget-s S] [--total-s T] [--results FILE.jsonl]
+           [--fill-cache DIR] [--fill-jobs N]
     python -m mutation.run --ttf-summary FILE.jsonl [FILE.jsonl ...] [--md OUT.md]
 
 Each run is a fresh process (process isolation: the seconds include Python's start and imports) of
@@ -25,7 +26,11 @@ implementation's compiles may be cached):
 - cold: first the unmutated implementation runs the same command once into a cache (recorded as
   `(warm-fill)`), then every run starts from its own copy of that cache: what a revision finds when
   the previous one was fuzzed on this machine (kernels a mutant does not touch are hits: mutants keep
-  line numbers, our kernels and TileGym's copies compile under path-independent names).
+  line numbers, our kernels and TileGym's copies compile under path-independent names). The fill is
+  cache preparation, so it runs the command under xdist (`--fill-jobs` workers, the battery warm-up
+  compiling in parallel: alone, cutile's took over 170 s); the unmutated verdict is the baseline run's,
+  the command as is. With `--fill-cache DIR` catalogs of one implementation share one fill, made once
+  under a lock in DIR/<key> (key: the implementation, the command and every file of the trees).
 - warm: as cold, then each mutant runs again from the cache its cold run left (both runs recorded,
   as "cold" and "warm"): the revision fuzzed a second time, nothing left to compile.
 
@@ -37,6 +42,8 @@ is skipped, and a run that could not end before --total-s is not started: rerun 
 """
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -161,9 +168,38 @@ def append(path: Path, rec: dict) -> None:
         f.flush()
 
 
+def fill_key(impl: str, args: list[str], trees) -> str:
+    """What a fill depends on: the implementation, the command, and every file of `trees`."""
+    h = hashlib.sha1(json.dumps([impl, args]).encode())
+    for tree in trees:
+        for path in sorted(p for p in Path(tree).rglob("*") if p.is_file()):
+            h.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def shared_fill(root: Path, key: str, fill):
+    """The fill for `key` in root/key, made by `fill(folder)` (returns an Outcome or None) the first
+    time and reused after: a lock makes concurrent catalogs wait for one fill rather than each run it.
+    Returns (folder, outcome); a fill that did not pass is not kept for reuse."""
+    from mutation.run import Outcome
+    folder = root / key
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = root / f"{key}.json"
+        if marker.is_file():
+            return folder, Outcome(**json.loads(marker.read_text()))
+        shutil.rmtree(folder, ignore_errors=True)
+        o = fill(folder)
+        if o is not None and o.status == "survived":
+            marker.write_text(json.dumps(dataclasses.asdict(o)))
+        return folder, o
+
+
 def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None = None, fuzz_s: float = 150.0,
         budget_s: float | None = None, total_s: float = 560.0, results: Path, profile: str = "gpu",
-        extra: str = "", isolation: str = "process", progress=None) -> list[dict]:
+        extra: str = "", isolation: str = "process", progress=None, fill_cache: Path | None = None,
+        fill_jobs: int | None = None) -> list[dict]:
     """Time the shard's pending runs (see the module docstring); returns the records it appended."""
     from mutation import peer_copy
     from mutation.run import ROOT, code_root, execute, snapshot
@@ -196,15 +232,30 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
         snap = snapshot(ROOT, tmp / "repo")
         peer_snap = code_root(catalog, tmp) if catalog.peer else None
         problems = check_catalog(catalog, peer_snap or snap)
-        # the unmutated runs must finish their fuzz time to pass, whatever cut the mutants get
-        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0),
+        # the baseline must finish its fuzz time to pass; the fill compiles what the command needs from nothing
+        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0, total_s / 2),
                       isolation=isolation,
                       peer=catalog.peer, peer_snap=peer_snap, args=args, deadline=deadline)
         fill_dir = None
         if cache in ("cold", "warm"):
-            fill_dir = tmp / "fill-cache"
-            fill_env, fill_args = cache_setup(fill_dir)
-            fill = execute([None], snap, catalog.impl, jobs=1, setup=lambda i, job: (fill_env, fill_args), **common)[0]
+            workers = fill_jobs or os.cpu_count() or 1
+
+            def make_fill(folder):
+                env, cache_args = cache_setup(folder)
+                # xdist's workers would overwrite one another's counts: the fill's verdict is pytest's exit
+                env = {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                       "SSDCHECK_MUTATION_REPORT": ""}
+                xdist = ["-n", str(workers)] if workers > 1 else []
+                return execute([None], snap, catalog.impl, jobs=1,
+                               setup=lambda i, job: (env, cache_args + xdist), **common)[0]
+
+            if fill_cache is not None:
+                env = [f"{k}={v}" for k, v in sorted(dict(catalog.env).items())]   # e.g. a forced path
+                key = fill_key(catalog.impl, args + env, [snap] + ([peer_snap] if peer_snap else []))
+                fill_dir, fill = shared_fill(Path(fill_cache), key, make_fill)
+            else:
+                fill_dir = tmp / "fill-cache"
+                fill = make_fill(fill_dir)
             if fill is None:
                 print("no time left for the unmutated run that fills the cache", file=sys.stderr)
                 return written

@@ -16,21 +16,30 @@
 #   FUZZ_S=90              the command's --ssd-fuzz-seconds (an unmutated run passes after it)
 #   TOTAL_S=500            each catalog's wall-clock budget: a run that could not end in it is not
 #                          started (rerun the same command to do it)
+#   FILL_DIR=/tmp/ssdcheck-ttf-fill
+#                          cold and warm: the catalogs of one implementation share one fill there
+#                          (made once, under xdist with the host's cores split between the
+#                          implementations of CATALOGS; kept for a rerun of the same tree and command),
+#                          so cutile's four catalogs compile the unmutated kernels once, in parallel
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/ttf "$@"
 cd "$(dirname "$0")/.."
 mkdir -p "$DEST"
-CACHE=${CACHE:-cold}; FUZZ_S=${FUZZ_S:-90}; TOTAL_S=${TOTAL_S:-500}
+CACHE=${CACHE:-cold}; FUZZ_S=${FUZZ_S:-90}; TOTAL_S=${TOTAL_S:-500}; FILL_DIR=${FILL_DIR:-/tmp/ssdcheck-ttf-fill}
 CATALOGS=${CATALOGS:-"cutile:5 cutile_fast:3 cutile_fastr:1 cutile_walk:1 tilegym:3 mamba_ssm:3"}
 [ -f .gpu-bundle/setup.sh ] && source .gpu-bundle/setup.sh
 total=0
 for pair in $CATALOGS; do total=$((total + ${pair#*:})); done
 echo "ttf: $CACHE cache, $total runs at once on $(nproc) cores: $CATALOGS; --ssd-fuzz-seconds=$FUZZ_S" | tee "$DEST/ttf-$CACHE.log"
+impls=$(python3 -c "import sys; from mutation.catalog import load_catalog
+print(len({load_catalog(p.split(':')[0]).impl for p in sys.argv[1:]}))" $CATALOGS) || exit 2
+FILL_JOBS=$(( $(nproc) / impls > 0 ? $(nproc) / impls : 1 ))
 pids=()
 for pair in $CATALOGS; do
   name=${pair%%:*}; jobs=${pair#*:}
   python3 -m mutation.run --time-to-failure --catalog "$name" --cache "$CACHE" --jobs "$jobs" \
     --fuzz-seconds "$FUZZ_S" --total-s "$TOTAL_S" --results "$DEST/ttf-$name-$CACHE.jsonl" \
+    --fill-cache "$FILL_DIR" --fill-jobs "$FILL_JOBS" \
     >"$DEST/ttf-$name-$CACHE.log" 2>&1 &
   pids+=($!)
 done

@@ -79,20 +79,23 @@ def test_resume_skips_the_runs_already_recorded(tmp_path):
 
 # ---------------------------------------------------------------- caches
 
-def _fake_execute(calls):
-    """Stands in for mutation.run.execute: records each run's cache folder and what was in it, writes
-    a file there (the compiles a run leaves), and kills every mutant."""
+def _fake_execute(calls, argv=None, fill_status="survived"):
+    """Stands in for mutation.run.execute: records each run's cache folder and what was in it (and in
+    `argv`, each run's extra arguments and environment), writes a file there (the compiles a run
+    leaves), and kills every mutant; an unmutated run ends with `fill_status` when it runs under xdist."""
     from mutation.run import Outcome
 
     def execute(todo, snap, impl, *, setup=None, progress=None, **kw):
         out = []
         for i, m in enumerate(todo):
-            env, _ = setup(i, None)
+            env, extra = setup(i, None)
+            if argv is not None:
+                argv.append((m.id if m else ttf.BASELINE, extra, env))
             d = Path(env["SSDCHECK_COMPILE_CACHE"])
             calls.append((m.id if m else ttf.BASELINE, d, sorted(p.name for p in d.iterdir())))
             (d / f"{m.id if m else 'unmutated'}.bin").write_text("x")
-            o = Outcome(id=m.id if m else ttf.BASELINE, status="killed" if m else "survived",
-                        first_failure_s=1.0 if m else None)
+            status = "killed" if m else (fill_status if "-n" in extra else "survived")
+            o = Outcome(id=m.id if m else ttf.BASELINE, status=status, first_failure_s=1.0 if m else None)
             out.append(o)
             if progress:
                 progress(o)
@@ -125,6 +128,55 @@ def test_each_cache_mode_starts_its_runs_from_what_it_says(cache, tmp_path, monk
     assert (a.id, tuple(sorted(fill + (f"{a.id}.bin",)))) in seen
     assert calls[-1][1] == next(d for who, d, _ in calls[1:4] if who == b.id)
     assert [r["cache"] for r in recs].count("warm") == 4 and [r["cache"] for r in recs].count("cold") == 3
+
+
+def test_the_fill_runs_under_xdist_and_catalogs_of_one_implementation_share_it(tmp_path, monkeypatch):
+    """The fill is cache preparation: the command under xdist (--fill-jobs workers, no per-worker counts),
+    made once per (implementation, command, tree) in --fill-cache and copied by every later catalog's
+    runs; the unmutated baseline still runs the command as is."""
+    import mutation.run as runner
+    calls, argv = [], []
+    monkeypatch.setattr(runner, "execute", _fake_execute(calls, argv))
+    catalog = load_catalog("torch_ref")
+    a, b = [m for m in catalog.mutants if m.equivalent is None][:2]
+    monkeypatch.setattr(ttf, "items", lambda c: [None, a])
+    shared = tmp_path / "fill"
+    ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "1.jsonl", fill_cache=shared, fill_jobs=6)
+    fill_args, fill_env = argv[0][1], argv[0][2]
+    assert fill_args[-2:] == ["-n", "6"] and fill_env["SSDCHECK_MUTATION_REPORT"] == ""
+    assert all("-n" not in extra for _, extra, _ in argv[1:])            # baseline and mutants: the command
+    monkeypatch.setattr(ttf, "items", lambda c: [None, b])
+    recs = ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "2.jsonl", fill_cache=shared, fill_jobs=6)
+    second = calls[3:]
+    assert [who for who, _, _ in second] == [ttf.BASELINE, b.id]         # no second fill
+    assert all(files == ["unmutated.bin"] for _, _, files in second)      # each run copies the shared fill
+    assert recs[0]["id"] == ttf.FILL and recs[0]["status"] == "survived"
+    # another tree is another fill
+    monkeypatch.setattr(ttf, "fill_key", lambda impl, args, trees: "other")
+    n = len(argv)
+    ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "3.jsonl", fill_cache=shared, fill_jobs=6)
+    assert "-n" in argv[n][1] and (shared / "other").is_dir()
+
+
+def test_a_fill_that_failed_is_not_reused(tmp_path, monkeypatch):
+    import mutation.run as runner
+    calls = []
+    monkeypatch.setattr(runner, "execute", _fake_execute(calls, fill_status="killed"))
+    catalog = load_catalog("torch_ref")
+    a = next(m for m in catalog.mutants if m.equivalent is None)
+    monkeypatch.setattr(ttf, "items", lambda c: [None, a])
+    for n in (1, 2):
+        recs = ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / f"{n}.jsonl", fill_cache=tmp_path / "fill")
+        assert [r["id"] for r in recs] == [ttf.FILL] and recs[0]["status"] == "killed"   # no runs on it
+    assert len(calls) == 2                                                # the second catalog filled again
+
+
+def test_the_fill_key_changes_with_any_file_and_with_the_command(tmp_path):
+    (tmp_path / "k.py").write_text("a = 1")
+    k = ttf.fill_key("cutile", ["x"], [tmp_path])
+    assert ttf.fill_key("cutile", ["y"], [tmp_path]) != k
+    (tmp_path / "k.py").write_text("a = 2")
+    assert ttf.fill_key("cutile", ["x"], [tmp_path]) != k
 
 
 # ---------------------------------------------------------------- summary
