@@ -146,14 +146,21 @@ def _outside_repo(entry: str) -> bool:
     return entry not in ("", ".") and entry != str(ROOT) and not entry.startswith(str(ROOT) + os.sep)
 
 
+# A run may write bytecode, whatever the host's PYTHONDONTWRITEBYTECODE: pytest then caches its
+# rewritten copies of the plugins' packages (hypothesis' 74 modules, a pytest11 entry point) instead
+# of rewriting them at every start: 1.4 s of 5.6 s to a torch-ref mutant's first failure on a 2-core
+# host. Each mutant's tree is a fresh folder, so its own modules compile anyway.
+
+
 def _child_env(tree: Path, report: Path, threads: int, seed: int | None = None, first=(), extra=None) -> dict:
     """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere.
     PYTHONPATH: `first` (a peer copy), the tree, then the parent's entries outside this repository
     (where a GPU host's setup puts cuda-tile and the peers)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "HYPOTHESIS_", "SSDCHECK_MUTATION_")) and k not in ("PYTHONPATH", "CI")}
+           if not k.startswith(("PYTEST_", "HYPOTHESIS_", "SSDCHECK_MUTATION_"))
+           and k not in ("PYTHONPATH", "CI", "PYTHONDONTWRITEBYTECODE")}
     inherited = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if _outside_repo(e)]
-    env.update(PYTHONPATH=os.pathsep.join([*first, str(tree), *inherited]), PYTHONDONTWRITEBYTECODE="1",
+    env.update(PYTHONPATH=os.pathsep.join([*first, str(tree), *inherited]),
                SSDCHECK_MUTATION_REPORT=str(report),
                OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     env.update(extra or {})
@@ -202,6 +209,7 @@ def _fork_child(tree: Path, env: dict, args: list[str], log: Path, threads: int,
         os.chdir(tree)
         os.environ.clear()
         os.environ.update(env)
+        sys.dont_write_bytecode = False     # as in a new process (_child_env)
         root = str(ROOT)
         for name, mod in list(sys.modules.items()):
             f = getattr(mod, "__file__", None) or ""

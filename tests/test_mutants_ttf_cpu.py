@@ -289,6 +289,27 @@ def test_a_run_finds_the_peer_copy_first(tmp_path):
     assert _child_env(ROOT, tmp_path / "r.json", 1, first=first)["PYTHONPATH"].split(os.pathsep)[0] == first[0]
 
 
+def test_runs_cache_pytests_rewritten_plugin_modules(tmp_path, monkeypatch):
+    """A run may write bytecode even where the host sets PYTHONDONTWRITEBYTECODE, so the second run
+    loads hypothesis' rewritten modules (a pytest11 plugin) from pytest's cache instead of rewriting
+    them at its start. (The probe points the caches at an empty prefix, whatever site-packages holds.)"""
+    from mutation.run import _child_env
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    (tmp_path / "test_t.py").write_text("def test_t():\n    assert True\n")
+    env = {**_child_env(tmp_path, tmp_path / "r.json", 1), "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    probe = ("import sys, _pytest.assertion.rewrite as rw\n"
+             "n = []\n"
+             "orig = rw._rewrite_test\n"
+             "rw._rewrite_test = lambda fn, config: (n.append(str(fn)), orig(fn, config))[1]\n"
+             "import pytest\n"
+             "pytest.main(['-q', '-p', 'no:cacheprovider', 'test_t.py'])\n"
+             "print('REWRITTEN', sum('hypothesis' in f for f in n))\n")
+    counts = [int(subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True,
+                                 text=True, check=True).stdout.split("REWRITTEN")[1]) for _ in range(2)]
+    assert counts[0] > 20 and counts[1] == 0, counts
+
+
 def test_stable_names_make_debug_info_independent_of_the_copy_path(tmp_path):
     """A module of the copy compiles with its path below the copy as file name, and its source is still
     readable (what cuTile's parser needs); two copies at different paths give the same name."""
