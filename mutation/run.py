@@ -146,16 +146,13 @@ def _outside_repo(entry: str) -> bool:
     return entry not in ("", ".") and entry != str(ROOT) and not entry.startswith(str(ROOT) + os.sep)
 
 
-# A run may write bytecode, whatever the host's PYTHONDONTWRITEBYTECODE: pytest then caches its
-# rewritten copies of the plugins' packages (hypothesis' 74 modules, a pytest11 entry point) instead
-# of rewriting them at every start: 1.4 s of 5.6 s to a torch-ref mutant's first failure on a 2-core
-# host. Each mutant's tree is a fresh folder, so its own modules compile anyway.
-
-
 def _child_env(tree: Path, report: Path, threads: int, seed: int | None = None, first=(), extra=None) -> dict:
     """Environment of a run: the parent's, minus anything that could point pytest or Python elsewhere.
     PYTHONPATH: `first` (a peer copy), the tree, then the parent's entries outside this repository
-    (where a GPU host's setup puts cuda-tile and the peers)."""
+    (where a GPU host's setup puts cuda-tile and the peers). A run may write bytecode whatever the
+    host's PYTHONDONTWRITEBYTECODE: pytest then caches its rewritten copy of the plugins' packages
+    (hypothesis' 74 modules, a pytest11 entry point) instead of rewriting it at every start, 1.4 s of
+    5.6 s to a torch-ref mutant's first failure on a 2-core host."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_", "HYPOTHESIS_", "SSDCHECK_MUTATION_"))
            and k not in ("PYTHONPATH", "CI", "PYTHONDONTWRITEBYTECODE")}

@@ -232,8 +232,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
         snap = snapshot(ROOT, tmp / "repo")
         peer_snap = code_root(catalog, tmp) if catalog.peer else None
         problems = check_catalog(catalog, peer_snap or snap)
-        # the baseline must finish its fuzz time to pass; the fill compiles what the command needs from nothing
-        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0, total_s / 2),
+        # the unmutated runs must finish their fuzz time to pass, whatever cut the mutants get
+        common = dict(problems=problems, budget_s=budget_s, baseline_budget_s=max(budget_s, fuzz_s + 60.0),
                       isolation=isolation,
                       peer=catalog.peer, peer_snap=peer_snap, args=args, deadline=deadline)
         fill_dir = None
@@ -246,12 +246,13 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
                 env = {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                        "SSDCHECK_MUTATION_REPORT": ""}
                 xdist = ["-n", str(workers)] if workers > 1 else []
-                return execute([None], snap, catalog.impl, jobs=1,
-                               setup=lambda i, job: (env, cache_args + xdist), **common)[0]
+                # the fill compiles what the command needs from nothing: half the total, not the baseline's limit
+                return execute([None], snap, catalog.impl, jobs=1, setup=lambda i, job: (env, cache_args + xdist),
+                               **{**common, "baseline_budget_s": max(common["baseline_budget_s"], total_s / 2)})[0]
 
             if fill_cache is not None:
-                env = [f"{k}={v}" for k, v in sorted(dict(catalog.env).items())]   # e.g. a forced path
-                key = fill_key(catalog.impl, args + env, [snap] + ([peer_snap] if peer_snap else []))
+                catalog_env = [f"{k}={v}" for k, v in sorted(dict(catalog.env).items())]   # e.g. a forced path
+                key = fill_key(catalog.impl, args + catalog_env, [snap] + ([peer_snap] if peer_snap else []))
                 fill_dir, fill = shared_fill(Path(fill_cache), key, make_fill)
             else:
                 fill_dir = tmp / "fill-cache"

@@ -24,7 +24,12 @@ def group_broadcast_runs(info, problem) -> list:
     return [] if grouped is None else [grouped, grouped.replace(ngroups=grouped.nheads)]
 
 
-def count_classes(info, examples: int = 200, runs=lambda info, p: [p]) -> tuple[collections.Counter, set]:
+def the_problem(info, problem) -> list:
+    """The problems a property that runs the backward once launches for a draw: the draw itself."""
+    return [problem]
+
+
+def count_classes(info, examples: int = 200, runs=the_problem) -> tuple[collections.Counter, set]:
     """({compile key: runs} of `examples` derandomized GPU gradient draws, the keys of the battery's runs,
     which the warm-up compiles); `runs` maps a problem to the problems a property launches for it
     (default: the problem itself)."""
@@ -59,8 +64,7 @@ def main(argv=None) -> int:
     info = lookup(args.impl)
     if info.compile_key is None or info.backward is None:
         ap.error(f"--impl: {info.name} declares no compile key or no backward")
-    counts, battery = count_classes(info, args.examples, group_broadcast_runs if args.group_broadcast else
-                                    (lambda info, p: [p]))
+    counts, battery = count_classes(info, args.examples, group_broadcast_runs if args.group_broadcast else the_problem)
     in_battery = sum(c for k, c in counts.items() if k in battery)
     print(f"{info.name}: {sum(counts.values())} {'runs' if args.group_broadcast else 'draws'}, {len(counts)} compile classes; "
           f"{len(battery & set(counts))} of the battery's {len(battery)} classes take {in_battery}")

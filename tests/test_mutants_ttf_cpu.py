@@ -90,7 +90,7 @@ def _fake_execute(calls, argv=None, fill_status="survived"):
         for i, m in enumerate(todo):
             env, extra = setup(i, None)
             if argv is not None:
-                argv.append((m.id if m else ttf.BASELINE, extra, env))
+                argv.append((m.id if m else ttf.BASELINE, extra, env, kw.get("baseline_budget_s")))
             d = Path(env["SSDCHECK_COMPILE_CACHE"])
             calls.append((m.id if m else ttf.BASELINE, d, sorted(p.name for p in d.iterdir())))
             (d / f"{m.id if m else 'unmutated'}.bin").write_text("x")
@@ -142,9 +142,11 @@ def test_the_fill_runs_under_xdist_and_catalogs_of_one_implementation_share_it(t
     monkeypatch.setattr(ttf, "items", lambda c: [None, a])
     shared = tmp_path / "fill"
     ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "1.jsonl", fill_cache=shared, fill_jobs=6)
-    fill_args, fill_env = argv[0][1], argv[0][2]
+    _, fill_args, fill_env, fill_limit = argv[0]
     assert fill_args[-2:] == ["-n", "6"] and fill_env["SSDCHECK_MUTATION_REPORT"] == ""
-    assert all("-n" not in extra for _, extra, _ in argv[1:])            # baseline and mutants: the command
+    assert all("-n" not in extra for _, extra, _, _ in argv[1:])         # baseline and mutants: the command
+    # the fill compiles from nothing (half the total); the baseline keeps the fuzz time + 60 s
+    assert fill_limit == 560 / 2 and argv[1][3] == 1 + 60.0
     monkeypatch.setattr(ttf, "items", lambda c: [None, b])
     recs = ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "2.jsonl", fill_cache=shared, fill_jobs=6)
     second = calls[3:]
