@@ -15,7 +15,9 @@ raised, with `time` (time.time() when it raised: what a fail-fast run can print 
 `nodeid`, `examples_run` (examples of every test so far, that one included) and `compiles` (compiles
 so far: `cutile` tileiras runs and `cutile_calls` compiles from the ssdcheck plugin's compile timer
 when it is installed, `triton` kernels compiled into $TRITON_CACHE_DIR since the run started); and
-`peer_files`, where the peer modules the adapters load came from (a peer mutant's copy, or not).
+`peer_files`, where the peer modules the adapters load came from (a peer mutant's copy, or not);
+and `phases`: time.time() when pytest was configured, when collection finished and when the first
+example started, so a run's seconds split into start-up, collection and examples.
 
 It counts through `test.hypothesis.inner_test`, Hypothesis' documented hook for wrapping the inner test
 (pytest-trio uses it), so it needs nothing from ssdcheck's own test code.
@@ -32,7 +34,7 @@ import pytest
 
 ENV = "SSDCHECK_MUTATION_REPORT"
 _tests: dict[str, dict] = {}
-_run = {"examples": 0, "first_failure": None, "config": None, "triton_at_start": 0}
+_run = {"examples": 0, "first_failure": None, "config": None, "triton_at_start": 0, "phases": {}}
 
 
 def _entry(nodeid: str) -> dict:
@@ -45,8 +47,8 @@ def _flush() -> None:
     if path:
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"tests": _tests, "first_failure": _run["first_failure"], "peer_files": _peer_files()}, f,
-                      indent=1)
+            json.dump({"tests": _tests, "first_failure": _run["first_failure"], "peer_files": _peer_files(),
+                       "phases": _run["phases"]}, f, indent=1)
         os.replace(tmp, path)
 
 
@@ -96,12 +98,17 @@ def pytest_configure(config):
     """With $SSDCHECK_MUTATION_SEED (and --hypothesis-seed): the `mutant` profile, not derandomized.
     A measurement of how robust a kill is (mutation.run --seeds), never the verdict itself."""
     _run["config"] = config
+    _run["phases"]["configured"] = time.time()
     _run["triton_at_start"] = _triton_kernels()
     if os.environ.get(SEED_ENV) is None:
         return
     from hypothesis import settings
     settings.register_profile("mutant-seeded", parent=settings.get_profile("mutant"), derandomize=False)
     settings.load_profile("mutant-seeded")
+
+
+def pytest_collection_finish(session):
+    _run["phases"]["collected"] = time.time()
 
 
 def _is_failure(e: BaseException) -> bool:
@@ -124,6 +131,7 @@ def pytest_runtest_call(item):
     def counted(*args, **kwargs):
         entry["examples"] += 1
         _run["examples"] += 1
+        _run["phases"].setdefault("first_example", time.time())
         try:
             return inner(*args, **kwargs)
         except BaseException as e:

@@ -79,6 +79,7 @@ class Outcome:
     examples_run: int | None = None       # examples over all tests up to and including that one
     compiles: dict = field(default_factory=dict)  # compiles up to that example (count_plugin: cutile, triton)
     tests: dict = field(default_factory=dict)     # test name -> {"outcome", "examples"} of every test that started
+    phases: dict = field(default_factory=dict)    # count_plugin's phases, in seconds from the command's start
 
     @property
     def killed(self) -> bool:
@@ -327,6 +328,7 @@ def _finish(job: _Job, timed_out: bool, budget_s: float) -> Outcome:
                  if f and not Path(f).resolve().is_relative_to(job.peer_root.resolve())]
         if stray:
             out.status, out.error = "invalid", f"the peer was not loaded from the mutated copy: {', '.join(stray)}"
+    out.phases = {k: round(v - r.start_epoch, 2) for k, v in (data.get("phases") or {}).items()}
     first = data.get("first_failure")
     if first:
         out.first_failure_s = round(first["time"] - r.start_epoch, 2)
@@ -819,6 +821,9 @@ def main(argv=None) -> int:
                         "(made once, under a lock; default: a fill of this command's own)")
     t.add_argument("--fill-jobs", type=int, metavar="N",
                    help="xdist workers of the fill (default: one per CPU core)")
+    t.add_argument("--fill-only", action="store_true",
+                   help="cold/warm: make the fill (into --fill-cache) and stop, so that the mutants of every "
+                        "catalog later start without a fill compiling beside them")
     t.add_argument("--profile", default="gpu", help="the command's --hypothesis-profile (default gpu)")
     t.add_argument("--pytest-args", default="", metavar="ARGS", help="more arguments for the command (one string)")
     t.add_argument("--ttf-summary", nargs="+", type=Path, metavar="FILE.jsonl",
@@ -878,10 +883,12 @@ def main(argv=None) -> int:
             ap.error(f"--fill-jobs: expected a positive number, got {args.fill_jobs}")
         if args.only:
             catalog = dataclasses.replace(catalog, mutants=tuple(catalog.by_id(i) for i in args.only))
+        if args.fill_only and args.cache == "empty":
+            ap.error("--fill-only: the empty cache has no fill (expected --cache cold or warm)")
         ttf.run(catalog, cache=args.cache, shard=shard, jobs=args.jobs, fuzz_s=args.fuzz_seconds,
                 budget_s=args.budget_s, total_s=args.total_s, results=args.results, profile=args.profile,
                 extra=args.pytest_args, isolation=args.isolation, progress=_ttf_progress,
-                fill_cache=args.fill_cache, fill_jobs=args.fill_jobs)
+                fill_cache=args.fill_cache, fill_jobs=args.fill_jobs, fill_only=args.fill_only)
         return 0
     if args.compile_only:
         print(f"{catalog.name}: compiling {len(args.only or catalog.mutants)} mutant(s) for {COMPILE_ARCH}, "

@@ -65,6 +65,7 @@ CACHES = ("empty", "cold", "warm")
 TARGET_MEDIAN_S = {"tilegym": 15.0}   # per catalog; its kernels cost 3-10 s each to compile cold
 DEFAULT_MEDIAN_S = 10.0
 TARGET_MAX_S = 60.0
+PHASES = ("configured", "collected", "first_example")   # mutation/count_plugin.py's stamps
 
 
 # ---------------------------------------------------------------- what to run
@@ -154,7 +155,7 @@ def to_record(o, m: Mutant | None, *, catalog: Catalog, cache: str, shard: tuple
         "catalog": catalog.name, "impl": catalog.impl, "cache": cache, "id": o.id, "digest": mutant_digest(m),
         "shard": f"{shard[0]}/{shard[1]}", "category": o.category, "status": o.status,
         "first_failure_s": o.first_failure_s, "examples": o.examples, "examples_run": o.examples_run,
-        "compiles": o.compiles, "killed_by": o.killed_by, "error": o.error, "problem": o.problem,
+        "compiles": o.compiles, "phases": o.phases, "killed_by": o.killed_by, "error": o.error, "problem": o.problem,
         "wall_s": o.seconds, "returncode": o.returncode, "jobs": jobs, "fuzz_seconds": fuzz_s,
         "budget_s": budget_s, "profile": profile, "host": platform.node(), "cpus": os.cpu_count(),
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -199,8 +200,9 @@ def shared_fill(root: Path, key: str, fill):
 def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None = None, fuzz_s: float = 150.0,
         budget_s: float | None = None, total_s: float = 560.0, results: Path, profile: str = "gpu",
         extra: str = "", isolation: str = "process", progress=None, fill_cache: Path | None = None,
-        fill_jobs: int | None = None) -> list[dict]:
-    """Time the shard's pending runs (see the module docstring); returns the records it appended."""
+        fill_jobs: int | None = None, fill_only: bool = False) -> list[dict]:
+    """Time the shard's pending runs (see the module docstring); returns the records it appended.
+    `fill_only`: make the fill (cold, warm) and return."""
     from mutation import peer_copy
     from mutation.run import ROOT, code_root, execute, snapshot
     if cache not in CACHES:
@@ -265,6 +267,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
             if fill.status != "survived":
                 print(f"the unmutated {catalog.impl} fails the command ({fill.status}: {fill.error}): no runs on "
                       f"a cache it filled", file=sys.stderr)
+                return written
+            if fill_only:
                 return written
         # each run's cache outlives its job's folder, so that a warm run can start from what its cold run left
         caches = [tmp / "caches" / str(i) for i in range(len(todo))]
@@ -367,14 +371,18 @@ def markdown(summary: list[dict], records: list[dict]) -> str:
         lines.append(f"| {s['catalog']} | {s['cache']} | {s['killed']} / {s['mutants']} | {_s(s['median_s'])} ({_s(s['median_run_s'])}) | "
                      f"{_s(s['max_s'])} | {'passed' if s['unmutated_passed'] else 'FAILED'} ({s['unmutated_runs']} run(s)) "
                      f"| {','.join(map(str, s['jobs']))} | {'; '.join(flags)} |")
-    lines += ["", "| catalog | cache | id | status | s to first failure | examples (test / all) | compiles | "
-                  "killed by | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Phases: seconds from the command's start to pytest configured, collection done and the first "
+                  "example started.", "",
+              "| catalog | cache | id | status | s to first failure | phases | examples (test / all) | compiles | "
+              "killed by | wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
     latest = {record_key(r): r for r in records}
     for r in sorted(latest.values(), key=lambda r: (r["catalog"], r["cache"], r["id"] not in (BASELINE, FILL), r["id"])):
         comp = ", ".join(f"{k} {v}" for k, v in sorted((r.get("compiles") or {}).items()))
         ex = "" if r["examples"] is None else f"{r['examples']} / {r['examples_run']}"
+        ph = r.get("phases") or {}
+        phases = " / ".join(_s(ph.get(k)) for k in PHASES) if ph else ""
         lines.append(f"| {r['catalog']} | {r['cache']} | {r['id']} | {r['status']} | {_s(r['first_failure_s'])} | "
-                     f"{ex} | {comp} | {(r['killed_by'] or '').replace('test_', '')} | {_s(r['wall_s'])} |")
+                     f"{phases} | {ex} | {comp} | {(r['killed_by'] or '').replace('test_', '')} | {_s(r['wall_s'])} |")
     return "\n".join(lines) + "\n"
 
 

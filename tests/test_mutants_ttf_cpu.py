@@ -160,6 +160,30 @@ def test_the_fill_runs_under_xdist_and_catalogs_of_one_implementation_share_it(t
     assert "-n" in argv[n][1] and (shared / "other").is_dir()
 
 
+def test_fill_only_makes_the_shared_fill_and_runs_nothing_else(tmp_path, monkeypatch):
+    """gpu_ttf.sh fills every implementation first, so no fill compiles beside the timed runs; a
+    catalog run after it copies that fill and runs no fill of its own."""
+    import mutation.run as runner
+    calls = []
+    monkeypatch.setattr(runner, "execute", _fake_execute(calls))
+    catalog = load_catalog("torch_ref")
+    a = next(m for m in catalog.mutants if m.equivalent is None)
+    monkeypatch.setattr(ttf, "items", lambda c: [None, a])
+    shared = tmp_path / "fill"
+    recs = ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "r.jsonl", fill_cache=shared, fill_only=True)
+    assert [who for who, _, _ in calls] == [ttf.BASELINE] and [r["id"] for r in recs] == [ttf.FILL]
+    ttf.run(catalog, jobs=1, fuzz_s=1, results=tmp_path / "r.jsonl", fill_cache=shared)
+    assert sorted(who for who, _, _ in calls[1:]) == sorted([ttf.BASELINE, a.id])
+    assert all(files == ["unmutated.bin"] for _, _, files in calls[1:])
+
+
+def test_fill_only_refuses_the_empty_cache(capsys):
+    from mutation.run import main
+    with pytest.raises(SystemExit):
+        main(["--time-to-failure", "--catalog", "torch_ref", "--cache", "empty", "--fill-only"])
+    assert "--fill-only" in capsys.readouterr().err
+
+
 def test_a_fill_that_failed_is_not_reused(tmp_path, monkeypatch):
     import mutation.run as runner
     calls = []
@@ -359,6 +383,16 @@ def test_count_plugin_stamps_the_first_failing_example_not_a_rejected_one(tmp_pa
     b = tests["test_x.py::test_b"]
     assert first["examples_run"] == tests["test_x.py::test_a"]["examples"] + b["first_failure"]
     assert first["compiles"] == {} and first["time"] > 0
+    check_phases(data["phases"], first["time"])
+    with pytest.raises(AssertionError, match="phases"):
+        check_phases({"configured": 2.0, "collected": 1.0, "first_example": 3.0}, 4.0)
+
+
+def check_phases(phases: dict, first_failure: float) -> None:
+    """Each stamp present, in order, and the first example started before the first failure."""
+    stamps = [phases.get(k) for k in ttf.PHASES]
+    assert None not in stamps and stamps == sorted(stamps) and stamps[-1] <= first_failure, \
+        f"phases out of order or missing: {phases}, first failure at {first_failure}"
 
 
 # ---------------------------------------------------------------- verdicts that would mislead
