@@ -1,8 +1,10 @@
 """The triage battery: a few maximal-coverage problems per implementation, checked first by every property.
 
 A typical kernel bug shows on a problem that exercises everything at once: every declared option,
-heads whose decays span three decades (strong and weak decay side by side), several groups with an
-odd number of heads per group, headdim != dstate, and per dtype two problems that take the two paths
+heads whose decays span three decades (weak decay beside decay strong enough that exp of a chunk's
+cumulative sum leaves float32's range), several groups with an odd number of heads per group,
+headdim != dstate, the first problem with the largest inner dimensions (so tile loops over headdim
+and dstate run at the first example of the first test), and per dtype two problems that take the two paths
 kernels have: a partial last chunk with sequence boundaries at and one token beside chunk edges
 (packed sequences, varlen states; batch 1), and whole chunks without seq_idx at batch 2 (the unmasked
 fast paths). tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`),
@@ -15,6 +17,12 @@ from __future__ import annotations
 from properties.problem import SSDProblem
 
 SLOTS = 6   # explicit examples per test: 2 problems per dtype, at most 3 dtypes
+# The heads' per-chunk log-decays, 3 decades around 4: about 0.13 to 126. The strongest head's chunk
+# sum, 126 (182 in log2), leaves float32's exp range (2^128) and float16's, where an implementation
+# must rescale or choose a form that cannot overflow (cuTile's factored decay stops at 2^64): at a
+# centre of 1 the strongest was 32 (46 in log2), and a bug in that choice outlived a 60 s fuzz run.
+DECAY, DECADES = 4.0, 3.0
+LARGE_DIMS = (128, 256)   # the first problem's (headdim, dstate) on the GPU, where declared: 2+ tiles of each
 DTYPE_ORDER = ("float32", "bfloat16", "float16")   # float32 first: the tightest tolerance shows most
 
 
@@ -61,6 +69,8 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
     chunks = ([c for c in sorted(info.chunk_sizes) if c >= 64] or _usable_chunks(info, gpu)) if gpu \
         else _usable_chunks(info, gpu)[:1]
     headdim, dstate = _dims(info, gpu)
+    large = LARGE_DIMS if gpu and all(_declared(d, v) for d, v in zip((info.headdims, info.dstates), LARGE_DIMS)) \
+        else (headdim, dstate)
     nheads = _heads(info)
     ngroups = 2 if "ngroups" in opts else 1
     # D of shape (h, p) on the packed problem, (h,) on the whole-chunk one: both forms where declared
@@ -70,11 +80,13 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
     for i, dtype in enumerate(d for d in DTYPE_ORDER if d in info.dtypes):
         chunk = chunks[i % len(chunks)]
         common = dict(nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups, chunk_size=chunk,
-                      dtype=dtype, decay=1.0, decay_decades=3.0, dt_mu=0.0, dt_softplus="dt_softplus" in opts,
+                      dtype=dtype, decay=DECAY, decay_decades=DECADES, dt_mu=0.0, dt_softplus="dt_softplus" in opts,
                       dt_bias="dt_bias" in opts, dt_limit=(0.05, 1.0) if "dt_limit" in opts else None,
                       dt_dtype="input" if "dt_input_dtype" in opts and dtype != "float32" else "float32",
                       z="z" in opts, initial_states="initial_states" in opts,
                       final_states="final_states" in opts)
+        # the first problem (the first example of every test) takes the large inner dimensions
+        first = dict(headdim=large[0], dstate=large[1]) if not out else {}
         if not info.seqlen_multiple_of_chunk:
             # a partial last chunk; sequences start one token before, at and one after chunk edges, and
             # one starts at an edge and ends inside that chunk (its varlen state must not take the
@@ -82,11 +94,13 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
             seqlen = 3 * chunk + 5
             starts = edge_starts(chunk) if "seq_idx" in opts else ()
             out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
-                                  varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed, **common))
+                                  varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed,
+                                  **{**common, **first}))
         elif "seq_idx" in opts:
             out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=edge_starts(chunk),
-                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **common))
-        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **common))   # whole chunks, no seq_idx
+                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **{**common, **first}))
+        first = first if not out else {}
+        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **{**common, **first}))   # whole chunks, no seq_idx
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
     _CACHE[(id(info), gpu)] = (info, tuple(out))
@@ -116,6 +130,8 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     walk_n = next((n for n in ((64, 128) if problem.dtype == "float32" else (128, 64)) if _declared(info.dstates, n)), None)
     if 64 in info.chunk_sizes and walk_n is not None:
         out.append(wide.replace(chunk_size=64, seqlen=3 * 64, dstate=walk_n, seed=3))
+        # the first problem (the first example of every test) takes the large inner dimensions
+        first = dict(headdim=large[0], dstate=large[1]) if not out else {}
         if not info.seqlen_multiple_of_chunk:
             out.append(out[0].replace(seqlen=3 * 64 - 1, seed=4))
     big_n = min(max(info.dstates or (256,)), 256)

@@ -133,3 +133,63 @@ def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
         assert walks(model), dtype
         assert not walks(triage.battery(info, True, dtype)), dtype
     assert triage.battery(info, False, "float32", regime="model") == triage.battery(info, False, "float32")
+
+
+def _scan_config(problem):
+    """cuTile's chunk_scan Config for `problem`, from shapes alone (meta tensors, no GPU)."""
+    import torch
+    from kernels.cutile import launcher
+    x = torch.empty(problem.batch, problem.seqlen, problem.nheads, problem.headdim, device="meta",
+                    dtype=getattr(torch, problem.dtype))
+    B = torch.empty(problem.batch, problem.seqlen, problem.ngroups, problem.dstate, device="meta", dtype=x.dtype)
+    return launcher._launch_config("chunk_scan", launcher._problem(x, B, problem.chunk_size,
+                                                                   True if problem.uses_seq_idx else None))
+
+
+def check_tile_loops(problem) -> None:
+    """chunk_scan loops over 2+ dstate tiles (the incoming state's) and 2+ headdim tiles (D of shape
+    (h, p) read per tile) on `problem`."""
+    cfg = _scan_config(problem)
+    assert problem.dstate > cfg.get("BN") and problem.headdim > cfg.get("BP") and problem.D == "hp", \
+        f"{problem} takes chunk_scan {cfg}: one dstate or headdim tile, or no D of shape (h, p)"
+
+
+def test_the_first_battery_problem_runs_the_tile_loops():
+    """The first example of every test has the large inner dimensions, so a bug in a tile loop over
+    dstate or headdim (the state or D read for tile 0 whatever the tile: cu_scan_state_ktile_fixed,
+    cu_scan_D_ptile_fixed) dies there. At headdim 64 and dstate 128 both outlived a 60 s fuzz run on
+    the H200 (reports/2026-12-02-ttf-waves.md); that problem fails the check."""
+    first = triage.battery(lookup("cutile"), gpu=True)[0]
+    check_tile_loops(first)
+    with pytest.raises(AssertionError, match="one dstate or headdim tile"):
+        check_tile_loops(first.replace(headdim=64, dstate=128))
+    for name in ("tilegym", "mamba-ssm", "torch-ref"):   # the others' first problem too, within what they declare
+        p = triage.battery(lookup(name), gpu=True)[0]
+        assert (p.headdim, p.dstate) == triage.LARGE_DIMS, (name, p)
+
+
+def check_decay_leaves_float32_range(problem) -> None:
+    """cuTile's factored decay row (FACT) serves `problem`, and a chunk's cumulative log-decay reaches
+    FACT_RANGE (in log2 units) in some head: where the factored form would overflow, so the kernel's
+    choice between its two forms is tested on both sides."""
+    import math
+    from oracles.chunked_f64 import chunk_cumsum_f64
+    fact_range = pytest.importorskip("kernels.cutile.kernels").FACT_RANGE
+    cfg = _scan_config(problem)
+    kw = problem.inputs()
+    cs, _ = chunk_cumsum_f64(kw["dt"], kw["A"], problem.chunk_size, kw.get("dt_bias"), kw["dt_softplus"],
+                             kw.get("dt_limit", (0.0, math.inf)))
+    reach = float(cs.abs().max()) / math.log(2.0)
+    assert cfg.get("FACT") and reach >= fact_range, \
+        f"{problem}: chunk_scan {cfg}, largest |cumulative log2-decay| {reach:.1f} (FACT_RANGE {fact_range:g})"
+
+
+def test_the_battery_decay_leaves_float32s_range_on_the_factored_row():
+    """cutile_fast's fc_fact_guard_inverted (the factored form taken exactly where it overflows)
+    outlived a 60 s fuzz run on the H200 when the battery's decays centred on 1 (a chunk's largest
+    sum 46 in log2, under FACT_RANGE 64): the battery's float32 whole-chunk problem must reach it."""
+    whole = next(p for p in triage.battery(lookup("cutile"), gpu=True)
+                 if p.dtype == "float32" and not p.uses_seq_idx and not p.partial_last_chunk)
+    check_decay_leaves_float32_range(whole)
+    with pytest.raises(AssertionError, match="FACT_RANGE"):
+        check_decay_leaves_float32_range(whole.replace(decay=1.0))
