@@ -55,11 +55,11 @@ def _heads(info) -> int:
     return next((h for h in (6,) + GPU_HEADS if h % info.nheads_multiple_of == 0), info.nheads_multiple_of)
 
 
-_CACHE: dict = {}   # (id(info), gpu) -> (info, battery): KernelInfo holds dicts, so it is not hashable
+_CACHE: dict = {}   # (id(info), gpu, large_first) -> (info, battery): KernelInfo holds dicts, so it is not hashable
 
 
-def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
-    hit = _CACHE.get((id(info), gpu))
+def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...]:
+    hit = _CACHE.get((id(info), gpu, large_first))
     if hit is not None and hit[0] is info:
         return hit[1]
     opts = info.options
@@ -69,7 +69,7 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
     chunks = ([c for c in sorted(info.chunk_sizes) if c >= 64] or _usable_chunks(info, gpu)) if gpu \
         else _usable_chunks(info, gpu)[:1]
     headdim, dstate = _dims(info, gpu)
-    large = LARGE_DIMS if gpu and all(_declared(d, v) for d, v in zip((info.headdims, info.dstates), LARGE_DIMS)) \
+    large = LARGE_DIMS if gpu and large_first and all(_declared(d, v) for d, v in zip((info.headdims, info.dstates), LARGE_DIMS)) \
         else (headdim, dstate)
     nheads = _heads(info)
     ngroups = 2 if "ngroups" in opts else 1
@@ -103,7 +103,7 @@ def _battery(info, gpu: bool) -> tuple[SSDProblem, ...]:
         out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **{**common, **first}))   # whole chunks, no seq_idx
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
-    _CACHE[(id(info), gpu)] = (info, tuple(out))
+    _CACHE[(id(info), gpu, large_first)] = (info, tuple(out))
     return tuple(out)
 
 
@@ -143,12 +143,17 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     return out
 
 
-def battery(info, gpu: bool, dtype: str | None = None, regime: str | None = None) -> tuple[SSDProblem, ...]:
+def battery(info, gpu: bool, dtype: str | None = None, regime: str | None = None,
+            large_first: bool = True) -> tuple[SSDProblem, ...]:
     """The battery of `info` (GPU or CPU sizes), optionally of one dtype only. regime="model" on the GPU
     (the model-layer tests: no packing): each dtype's whole-chunk problem and its wide twins. The model
-    regime's compile-aware draws copy these."""
-    problems = tuple(p for p in _battery(info, gpu) if dtype is None or p.dtype == dtype)
-    if regime != "model" or not gpu:
+    regime's compile-aware draws copy these. large_first=False keeps the first problem at the common
+    dimensions: for draws that copy the battery's classes and run no explicit examples (the gradient
+    tests), where the large first problem would be one more class to compile and serve no first example."""
+    model = regime == "model" and gpu
+    # a model layer has the benchmark's headdim 64: its battery starts from the common dimensions
+    problems = tuple(p for p in _battery(info, gpu, large_first and not model) if dtype is None or p.dtype == dtype)
+    if not model:
         return problems
     whole = [p for p in problems if not p.seq_starts and not p.partial_last_chunk]
     out = [q for p in whole for q in [p] + _wide_layers(p, info)]

@@ -166,6 +166,10 @@ def test_the_first_battery_problem_runs_the_tile_loops():
     for name in ("tilegym", "mamba-ssm", "torch-ref"):   # the others' first problem too, within what they declare
         p = triage.battery(lookup(name), gpu=True)[0]
         assert (p.headdim, p.dstate) == triage.LARGE_DIMS, (name, p)
+    # the gradient draws run no explicit examples: their anchors keep the common dimensions
+    from properties import grad_strategies
+    assert all((g.headdim, g.dstate) != triage.LARGE_DIMS
+               for g in grad_strategies.battery(lookup("tilegym"), True))
 
 
 def check_decay_leaves_float32_range(problem) -> None:
