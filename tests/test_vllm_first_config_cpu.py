@@ -187,13 +187,13 @@ FAKE_PEERS = """#!/usr/bin/env bash
 # records what gpu_vllm.sh asked of it, and when
 source "$(dirname "$0")/_args.sh" out/x "$@"
 mkdir -p "$DEST/peers"
-{ echo "start $(date +%s.%N)"; env | grep -E '^(IMPLS|WORKERS|PART|TOTAL_S|VLLM_TRITON_FORCE_FIRST_CONFIG|TRITON_CACHE_AUTOTUNING)='
+{ echo "start $(date +%s.%N)"; env | grep -E '^(IMPLS|WORKERS|PART|TOTAL_S|VLLM_TRITON_FORCE_FIRST_CONFIG|TRITON_CACHE_AUTOTUNING|K)='
   sleep 1; echo "end $(date +%s.%N)"; } > "$DEST/peers/asked.txt"
 echo '{}' > "$DEST/peers/report.json"
 """
 
 
-def _gpu_vllm(tmp_path, mode, python_rc=0):
+def _gpu_vllm(tmp_path, mode, python_rc=0, **knobs):
     root = Path(__file__).resolve().parents[1]
     repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
     (repo / "scripts").mkdir(parents=True)
@@ -204,7 +204,7 @@ def _gpu_vllm(tmp_path, mode, python_rc=0):
     (repo / "scripts" / "gpu_peers.sh").chmod(0o755)
     (bin_dir / "python3").write_text(f"#!/usr/bin/env bash\necho \"python3 $*\"; exit {python_rc}\n")
     (bin_dir / "python3").chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SSDCHECK_GPU_SITE": "/tmp/site", "MODE": mode}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SSDCHECK_GPU_SITE": "/tmp/site", "MODE": mode, **knobs}
     proc = subprocess.run(["bash", str(repo / "scripts" / "gpu_vllm.sh"), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     return proc, tmp_path / "out"
@@ -236,6 +236,30 @@ def test_gpu_vllm_shipped_tunes_the_battery_first_and_shares_the_picks(tmp_path)
     assert env == {"IMPLS": "vllm", "PART": "tests", "TRITON_CACHE_AUTOTUNING": "1"}, env
     assert 470 <= total <= 480                                       # the tuning's time comes off the budget
     assert (out / "autotune-prime.txt").read_text() == "python3 scripts/gpu_vllm_prime.py\n"
+
+
+def test_gpu_vllm_halves_split_the_property_tests_and_each_test_falls_in_exactly_one(tmp_path):
+    """HALF=1 and HALF=2 pass -k expressions to the tests; every test of tests/test_properties.py and
+    tests/test_regressions.py is selected by exactly one of them."""
+    import ast
+    ks = {}
+    for half in ("1", "2"):
+        proc, out = _gpu_vllm(tmp_path / half, "shipped", HALF=half)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        ks[half] = _asked(out)[0]["K"]
+    root = Path(__file__).resolve().parents[1]
+    names = [f.name for t in ("test_properties.py", "test_regressions.py")
+             for f in ast.parse((root / "tests" / t).read_text()).body
+             if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")]
+    assert "test_regression" in names and len(names) > 15
+
+    def selects(expr, name):   # pytest's -k: each bare word a substring of the name
+        words = {w for w in expr.replace("(", " ").replace(")", " ").split() if w not in ("and", "or", "not")}
+        return eval(expr, {}, {w: w in name for w in words})   # noqa: S307 (the script's own expression)
+    both = [n for n in names if selects(ks["1"], n) == selects(ks["2"], n)]
+    assert not both, f"tests in both halves or in neither: {both}"
+    proc, _ = _gpu_vllm(tmp_path / "bad", "shipped", HALF="3")
+    assert proc.returncode == 2 and "HALF must be 1 or 2" in proc.stderr
 
 
 def test_gpu_vllm_stops_when_the_fragment_does_not_load(tmp_path):
