@@ -16,7 +16,7 @@ import pytest
 
 SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.sh"))
 JOB_SCRIPTS = [s for s in SCRIPTS if not s.name.startswith("_") and s.name != "gpu_setup.sh"]   # sourced ones
-TAKES_ARGS = {"gpu_ci_compare.sh"}   # other arguments are its pytest selection
+TAKES_ARGS = {"gpu_ci_compare.sh", "snapshot_run.sh"}   # other arguments: a pytest selection, a command
 
 
 def _run(script, tmp_path, *args):
@@ -179,3 +179,54 @@ def test_the_gpu_host_doc_names_the_bundle_scripts_and_the_host_settings():
                    "$SSDCHECK_PEERS_DIR", "CUDA_HOME", "--ssd-compile-cache", "$SSDCHECK_COMPILE_CACHE",
                    "one worker per CPU core", "tilegym-1.5.1", "mamba-ssm==2.3.2.post1", "vllm==0.33.0"):
         assert needed in text, needed
+
+
+# ---------------------------------------------------------------- snapshot_run.sh
+
+def _snapshot_run(tmp_path, *cmd, snap="work", every="1", wait=True):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "snapshot_run.sh"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SNAP": str(tmp_path / snap) if snap else "",
+           "SNAPSHOT_S": every}
+    args = ["bash", str(script), "--out", str(tmp_path / "keep"), *cmd]
+    if wait:
+        return subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    return subprocess.Popen(args, cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _packed(tmp_path) -> set[str]:
+    with tarfile.open(tmp_path / "keep" / "work.tar.xz") as tar:
+        return {Path(n).name for n in tar.getnames() if tar.getmember(n).isfile()}
+
+
+def test_snapshot_run_keeps_what_a_killed_command_had_written(tmp_path):
+    """A command whose whole process group is killed at a limit (SIGKILL: no trap runs) still leaves
+    its last snapshot: the files written before the kill, not the ones after."""
+    import signal
+    import time
+    proc = _snapshot_run(tmp_path, "bash", "-c", f"echo a > {tmp_path}/work/first.txt; sleep 30; "
+                                                 f"echo b > {tmp_path}/work/second.txt", wait=False)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "keep" / "work.tar.xz").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _packed(tmp_path) == {"first.txt"}
+
+
+def test_snapshot_run_packs_at_the_end_and_returns_the_commands_status(tmp_path):
+    proc = _snapshot_run(tmp_path, "bash", "-c", f"echo a > {tmp_path}/work/a.txt; echo b > {tmp_path}/work/b.txt; exit 3",
+                         every="600")
+    assert proc.returncode == 3, proc.stderr
+    assert _packed(tmp_path) == {"a.txt", "b.txt"}
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["work.tar.xz"]
+
+
+@pytest.mark.parametrize("cmd, snap, every, says", [((), "work", "1", "expected a command"),
+                                                     (("true",), "", "1", "SNAP"),
+                                                     (("true",), "work", "0", "SNAPSHOT_S")])
+def test_snapshot_run_refuses_what_it_cannot_do(cmd, snap, every, says, tmp_path):
+    proc = _snapshot_run(tmp_path, *cmd, snap=snap, every=every)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "keep").exists()
