@@ -77,6 +77,10 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
     d_packed = "hp" if "D_headdim" in opts else ("h" if "D" in opts else None)
     d_whole = "h" if "D" in opts else d_packed
     out = []
+
+    def sized(fields: dict) -> dict:   # the first problem (every test's first example): the large dimensions
+        return {**fields, **({} if out else dict(headdim=large[0], dstate=large[1]))}
+
     for i, dtype in enumerate(d for d in DTYPE_ORDER if d in info.dtypes):
         chunk = chunks[i % len(chunks)]
         common = dict(nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups, chunk_size=chunk,
@@ -85,8 +89,6 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
                       dt_dtype="input" if "dt_input_dtype" in opts and dtype != "float32" else "float32",
                       z="z" in opts, initial_states="initial_states" in opts,
                       final_states="final_states" in opts)
-        # the first problem (the first example of every test) takes the large inner dimensions
-        first = dict(headdim=large[0], dstate=large[1]) if not out else {}
         if not info.seqlen_multiple_of_chunk:
             # a partial last chunk; sequences start one token before, at and one after chunk edges, and
             # one starts at an edge and ends inside that chunk (its varlen state must not take the
@@ -95,12 +97,11 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
             starts = edge_starts(chunk) if "seq_idx" in opts else ()
             out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
                                   varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed,
-                                  **{**common, **first}))
+                                  **sized(common)))
         elif "seq_idx" in opts:
             out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=edge_starts(chunk),
-                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **{**common, **first}))
-        first = first if not out else {}
-        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **{**common, **first}))   # whole chunks, no seq_idx
+                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **sized(common)))
+        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **sized(common)))   # whole chunks, no seq_idx
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
     _CACHE[(id(info), gpu, large_first)] = (info, tuple(out))
@@ -130,8 +131,6 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     walk_n = next((n for n in ((64, 128) if problem.dtype == "float32" else (128, 64)) if _declared(info.dstates, n)), None)
     if 64 in info.chunk_sizes and walk_n is not None:
         out.append(wide.replace(chunk_size=64, seqlen=3 * 64, dstate=walk_n, seed=3))
-        # the first problem (the first example of every test) takes the large inner dimensions
-        first = dict(headdim=large[0], dstate=large[1]) if not out else {}
         if not info.seqlen_multiple_of_chunk:
             out.append(out[0].replace(seqlen=3 * 64 - 1, seed=4))
     big_n = min(max(info.dstates or (256,)), 256)
@@ -149,7 +148,7 @@ def battery(info, gpu: bool, dtype: str | None = None, regime: str | None = None
     (the model-layer tests: no packing): each dtype's whole-chunk problem and its wide twins. The model
     regime's compile-aware draws copy these. large_first=False keeps the first problem at the common
     dimensions: for draws that copy the battery's classes and run no explicit examples (the gradient
-    tests), where the large first problem would be one more class to compile and serve no first example."""
+    tests), which would take the large sizes into their draws with no first example to serve."""
     model = regime == "model" and gpu
     # a model layer has the benchmark's headdim 64: its battery starts from the common dimensions
     problems = tuple(p for p in _battery(info, gpu, large_first and not model) if dtype is None or p.dtype == dtype)
