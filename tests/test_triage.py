@@ -106,23 +106,26 @@ def test_most_torch_ref_mutants_die_in_the_first_tests_battery():
     assert sum(first) >= 2 * len(mutants) // 3 and len(survivors) <= len(mutants) // 8, survivors
 
 
+def _table_problem(p):
+    """What cuTile's dispatch table sees of `p`, from shapes alone (meta tensors, no GPU)."""
+    import torch
+    from kernels.cutile import launcher
+    x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=getattr(torch, p.dtype))
+    B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=x.dtype)
+    return launcher._problem(x, B, p.chunk_size, True if p.uses_seq_idx else None)
+
+
 def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
     """On the GPU the model-layer tests' battery adds each dtype's wide twins (batch 8 x 36 heads,
     headdim 64): cuTile's chunk walk serves the one of three whole chunks of 64, so a walk bug dies on
     the first model-layer examples (before, the walk's mutants waited for a wide draw and outlived a
     150 s fuzz run), and its twin one token short goes to the general path. The plain battery reaches
     no walk row, so the check can fail."""
-    import torch
     from kernels.cutile import launcher
     info = lookup("cutile")
 
-    def walks(problems):   # the launcher's choice, from shapes alone (meta tensors, no GPU)
-        def walk(p):
-            x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=getattr(torch, p.dtype))
-            B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=x.dtype)
-            prob = launcher._problem(x, B, p.chunk_size, True if p.uses_seq_idx else None)
-            return not p.varlen and launcher._walk_config(prob) is not None
-        return [p for p in problems if walk(p)]
+    def walks(problems):
+        return [p for p in problems if not p.varlen and launcher._walk_config(_table_problem(p)) is not None]
 
     for dtype in sorted(info.dtypes):
         model = triage.battery(info, True, dtype, regime="model")
@@ -136,14 +139,9 @@ def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
 
 
 def _scan_config(problem):
-    """cuTile's chunk_scan Config for `problem`, from shapes alone (meta tensors, no GPU)."""
-    import torch
+    """cuTile's chunk_scan Config for `problem`, from shapes alone."""
     from kernels.cutile import launcher
-    x = torch.empty(problem.batch, problem.seqlen, problem.nheads, problem.headdim, device="meta",
-                    dtype=getattr(torch, problem.dtype))
-    B = torch.empty(problem.batch, problem.seqlen, problem.ngroups, problem.dstate, device="meta", dtype=x.dtype)
-    return launcher._launch_config("chunk_scan", launcher._problem(x, B, problem.chunk_size,
-                                                                   True if problem.uses_seq_idx else None))
+    return launcher._launch_config("chunk_scan", _table_problem(problem))
 
 
 def check_tile_loops(problem) -> None:
