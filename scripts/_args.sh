@@ -4,7 +4,8 @@
 # pipefail`) and exits 0; a wrong argument prints what was expected and exits 2. Nothing runs in
 # either case: on a GPU host a mistaken run costs minutes.
 #   source "$(dirname "$0")/_args.sh" DEFAULT "$@"   # DEFAULT: relative to the repository root
-# Sets DEST (an absolute path). With ARGS_PASS=1 other arguments are kept, in order, in REST.
+# Sets DEST (an absolute path). With ARGS_PASS=1 the first other argument ends the options: it and
+# everything after it (a command's own --out too) are kept, in order, in REST.
 _usage() { sed -n '2,/^set /{/^#/p}' "$0"; }
 _name=$(basename "$0")
 DEST=$(cd "$(dirname "$0")/.." && pwd)/$1; shift
@@ -19,7 +20,7 @@ while [ "$#" -gt 0 ]; do
     --out=*) DEST=${1#--out=}; shift ;;
     -h|--help) _usage; exit 0 ;;
     *)
-      if [ "${ARGS_PASS:-0}" = 1 ]; then REST+=("$1"); shift; continue; fi
+      if [ "${ARGS_PASS:-0}" = 1 ]; then REST=("$@"); break; fi
       echo "$_name: unknown argument '$1': expected --out DIR or --help (settings come from the environment)" >&2
       _usage >&2; exit 2 ;;
   esac

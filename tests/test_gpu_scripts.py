@@ -223,6 +223,16 @@ def test_snapshot_run_packs_at_the_end_and_returns_the_commands_status(tmp_path)
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["work.tar.xz"]
 
 
+def test_snapshot_run_leaves_the_commands_own_out_to_the_command(tmp_path):
+    """`snapshot_run.sh --out KEEP gpu_ttf.sh --out WORK`: the second --out is the command's. Taken as
+    the snapshot's, the command ran without it and wrote elsewhere, and KEEP never got the archive."""
+    proc = _snapshot_run(tmp_path, "bash", "-c", f'echo "$@" > {tmp_path}/work/args.txt', "_", "--out", "work",
+                         every="600")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "work" / "args.txt").read_text().split() == ["--out", "work"]
+    assert _packed(tmp_path) == {"args.txt"}
+
+
 @pytest.mark.parametrize("cmd, snap, every, says", [((), "work", "1", "expected a command"),
                                                      (("true",), "", "1", "SNAP"),
                                                      (("true",), "work", "0", "SNAPSHOT_S")])
