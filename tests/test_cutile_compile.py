@@ -378,3 +378,13 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
         res = next(iter(cr.resources(blob).values()))
         assert res["frame"] == 0 and res["regcount"] <= 128, (sid, res)
         assert res["smem"] <= 114 * 1024, (sid, res)      # two blocks fit an H200 SM's 228 KB
+
+
+def test_match_selects_units_by_their_text_and_refuses_a_text_no_unit_has(capsys):
+    from kernels.cutile import compile_matrix   # noqa: PLC0415
+    assert compile_matrix.main(["--list", "--match", "chunk_cumsum[float32"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == ["chunk_cumsum[float32|BL=64,BH=16]", "1 units"]
+    with pytest.raises(SystemExit) as stop:
+        compile_matrix.main(["--list", "--match", "no_such_kernel"])
+    assert stop.value.code == 2 and "--match" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     python -m kernels.cutile.compile_matrix --arch sm_90            # the full matrix (CI compiles units_for)
     python -m kernels.cutile.compile_matrix --arch sm_120 --cover   # a covering set
     python -m kernels.cutile.compile_matrix --list
+    python -m kernels.cutile.compile_matrix --match 'chunk_scan[float32|BL=64,BP=64,BN=128' -j 1   # one unit's compile time
 
 A compile unit is (kernel, Config from dispatch.TABLE, element dtype). The full matrix is every
 distinct config of every kernel times every dtype the kernel can see (x's dtype, or dt's dtype for
@@ -194,9 +195,15 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", action="append", help="sm_90, sm_100, ... (repeatable)")
     ap.add_argument("--cover", action="store_true", help="compile a covering set instead of the full matrix")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--match", action="append", metavar="TEXT",
+                    help="only the units whose text (as --list prints it) contains TEXT (repeatable)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     units = covering_set() if args.cover else enumerate_matrix()
+    if args.match:
+        units = [u for u in units if any(m in str(u) for m in args.match)]
+        if not units:
+            ap.error(f"--match: no unit's text contains any of {args.match}; --list prints them")
     if args.list:
         for u in units:
             print(u)
