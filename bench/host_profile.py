@@ -12,15 +12,14 @@ host.txt to --out.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import json
 import pstats
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from bench.shapes import Shape
+from kernels.cutile.precompile import launches_stubbed  # noqa: F401 (the CPU-side forward; tests take it from here too)
 
 SHAPES = (Shape(8, 2048, 32, 64), Shape(8, 2048, 32, 128))
 CHUNK = 64
@@ -86,28 +85,6 @@ def run(shapes, calls: int, tuning_path: str | None) -> dict:
         torch.cuda.synchronize()
         doc["shapes"].append({"id": shape.id, "chunk": CHUNK, "host_ms": times, "profile": rows})
     return doc
-
-
-@contextlib.contextmanager
-def launches_stubbed(launch=None, current_stream=None):
-    """ssd_forward on CPU tensors with every CUDA call it makes stubbed out (the device check, the
-    device context, the stream lookup, cuTile's launch): what is left is the Python side, timed on
-    any machine. It says nothing about what the stubbed calls cost on the GPU host. `launch(stream,
-    grid, kernel, args)` and `current_stream(device=None)` replace the no-op stubs (tests record with them)."""
-    import torch
-    from kernels.cutile import launcher
-    saved = (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream,
-             torch.cuda.current_device)
-    launcher._require_cuda = lambda x: None
-    launcher._ct = lambda: SimpleNamespace(launch=launch or (lambda stream, grid, kernel, args: None))
-    torch.cuda.device = lambda device: contextlib.nullcontext()
-    torch.cuda.current_stream = current_stream or (lambda device=None: None)
-    torch.cuda.current_device = lambda: 0
-    try:
-        yield
-    finally:
-        (launcher._require_cuda, launcher._ct, torch.cuda.device, torch.cuda.current_stream,
-         torch.cuda.current_device) = saved
 
 
 def run_cpu(shapes, calls: int) -> dict:

@@ -139,6 +139,16 @@ class Deviation:
 
 
 @dataclass(frozen=True)
+class Precompile:
+    """How a test run can compile an implementation's kernels ahead of its calls, in other processes on
+    the CPU cores, while the GPU runs examples (ssdcheck_plugin/precompile.py): `plan(**kwargs)` takes
+    a call's arguments on CPU tensors (values unread) and returns the compiles the call needs, as plain
+    picklable jobs; `build(job, arch)` runs one ("sm_90") into the compile cache the call will read."""
+    plan: Callable
+    build: Callable
+
+
+@dataclass(frozen=True)
 class KernelInfo:
     name: str
     fn: Callable
@@ -167,6 +177,7 @@ class KernelInfo:
     # far}, 0 for a path not reached (cutile: its dispatch table's rows; a name ending in FORCED_ONLY is
     # a path only a switch selects). Reports sum it over workers. None: no paths to show.
     coverage: Callable | None = None
+    precompile: Precompile | None = None    # None: nothing to compile ahead (Precompile)
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS - EXTENSIONS

@@ -149,6 +149,16 @@ def cache_setup(cache_dir: Path) -> tuple[dict, list[str]]:
 
 # ---------------------------------------------------------------- running
 
+PRECOMPILE_ENV = "SSDCHECK_PRECOMPILE_WORKERS"   # ssdcheck_plugin/precompile.py reads it
+
+
+def precompile_workers_for(jobs: int) -> int:
+    """Battery precompile workers per run: $SSDCHECK_PRECOMPILE_WORKERS where set (scripts/gpu_ttf.sh
+    sets it from a wave's runs at once), else the cores shared by `jobs` runs, less the run's own."""
+    env = os.environ.get(PRECOMPILE_ENV, "")
+    return int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 1) // max(jobs, 1) - 1, 1)
+
+
 def to_record(o, m: Mutant | None, *, catalog: Catalog, cache: str, shard: tuple[int, int], jobs: int,
               fuzz_s: float, budget_s: float, profile: str) -> dict:
     return {
@@ -156,7 +166,8 @@ def to_record(o, m: Mutant | None, *, catalog: Catalog, cache: str, shard: tuple
         "shard": f"{shard[0]}/{shard[1]}", "category": o.category, "status": o.status,
         "first_failure_s": o.first_failure_s, "examples": o.examples, "examples_run": o.examples_run,
         "compiles": o.compiles, "phases": o.phases, "killed_by": o.killed_by, "error": o.error, "problem": o.problem,
-        "wall_s": o.seconds, "returncode": o.returncode, "jobs": jobs, "fuzz_seconds": fuzz_s,
+        "wall_s": o.seconds, "returncode": o.returncode, "jobs": jobs, "precompile_workers": precompile_workers_for(jobs),
+        "fuzz_seconds": fuzz_s,
         "budget_s": budget_s, "profile": profile, "host": platform.node(), "cpus": os.cpu_count(),
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -208,6 +219,7 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
     if cache not in CACHES:
         raise ValueError(f"--cache: expected one of {', '.join(CACHES)}, got {cache!r}")
     jobs = jobs or os.cpu_count() or 1
+    precompile_workers = precompile_workers_for(jobs)
     budget_s = budget_s if budget_s is not None else fuzz_s + 60.0
     deadline = time.monotonic() + total_s
     todo = pending(catalog, cache, shard, load_records([results]))
@@ -276,7 +288,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
         def setup(i, job):
             if fill_dir is not None:
                 shutil.copytree(fill_dir, caches[i])
-            return cache_setup(caches[i])
+            env, cache_args = cache_setup(caches[i])
+            return {**env, PRECOMPILE_ENV: str(precompile_workers)}, cache_args
 
         def done(label):
             return lambda o: keep(o, by_id.get(o.id), label)

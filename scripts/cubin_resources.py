@@ -149,32 +149,11 @@ def jit_symbols(text: str) -> dict[str, str]:
     return out
 
 
-def _jit_array(t):
-    """The ArrayConstraint cuTile's JIT derives from tensor `t` at a launch, as modelled here: dimensions
-    of size 1 constant, the others divisible by 16 or not; strides divisible by 16 bytes or not, strides
-    of 1 (the last, and any other) the constant 1; no aliasing. The model is checked against a symbol Nsight Compute recorded
-    (tests/test_cutile_compile.py)."""
-    import cuda.tile as ct
-    import torch
-    dtypes = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
-    from cuda.tile.compilation import ArrayConstraint
-    n, unit = t.dim(), max(16 // t.element_size(), 1)
-    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, reports/2026-11-30-ftz-decays.md)
-    return ArrayConstraint(
-        dtypes[t.dtype], n, index_dtype=ct.int32, alias_groups=(),
-        stride_lower_bound_incl=tuple(None if st == 1 else 0 for st in inner) + (None,),
-        may_alias_internally=False, stride_constant=tuple(1 if st == 1 else None for st in inner) + (1,),
-        shape_constant=tuple(1 if d == 1 else None for d in t.shape),
-        stride_divisible_by=tuple(unit if st % unit == 0 else 1 for st in t.stride()[:-1]) + (1,),
-        shape_divisible_by=tuple(1 if d == 1 else (16 if d % 16 == 0 else 1) for d in t.shape),
-        base_addr_divisible_by=16)
-
-
 def launches(shape_id: str, chunk: int = 64) -> list[tuple[object, object]]:
     """[(kernel as launched, with its hints; the KernelSignature cuTile's JIT compiles it with)] for
     ssd_forward on the race shape `shape_id`, found on the CPU: the forward runs on CPU tensors with its
-    CUDA calls stubbed (bench.host_profile), and each launch's arguments become a signature by the
-    JIT's rule (_jit_array). No GPU needed."""
+    CUDA calls stubbed, and each launch's arguments become a signature by the JIT's rule
+    (kernels/cutile/precompile.py). No GPU needed."""
     from bench.race import make_inputs
     from bench.shapes import grid
     shape = {s.id: s for s in grid()}[shape_id]
@@ -182,29 +161,9 @@ def launches(shape_id: str, chunk: int = 64) -> list[tuple[object, object]]:
 
 
 def recorded_launches(kwargs: dict) -> list[tuple[object, object]]:
-    """launches() for ssd_forward(**kwargs) on CPU tensors."""
-    import inspect
-
-    import cuda.tile as ct
-    import torch
-    from cuda.tile.compilation import CallingConvention, ConstantConstraint, KernelSignature, ScalarConstraint
-    from bench.host_profile import launches_stubbed
-    from kernels.cutile import ssd_forward
-    seen = []
-    with launches_stubbed(launch=lambda stream, g, kernel, args: seen.append((kernel, args))):
-        ssd_forward(**kwargs)
-    out = []
-    for kernel, args in seen:
-        params = []
-        for p, a in zip(inspect.signature(kernel._pyfunc).parameters.values(), args):
-            if isinstance(a, torch.Tensor):
-                params.append(_jit_array(a))
-            elif "Constant" in str(p.annotation):
-                params.append(ConstantConstraint(a))
-            else:
-                params.append(ScalarConstraint(ct.float32 if isinstance(a, float) else ct.int32))
-        out.append((kernel, KernelSignature(params, CallingConvention.cutile_python_v2())))
-    return out
+    """launches() for ssd_forward(**kwargs) on CPU tensors (kernels/cutile/precompile.py)."""
+    from kernels.cutile.precompile import recorded_launches as recorded
+    return recorded(kwargs)
 
 
 def recorded_symbols(kwargs: dict) -> frozenset[str]:

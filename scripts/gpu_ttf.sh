@@ -20,6 +20,8 @@
 #   FUZZ_S=90              the command's --ssd-fuzz-seconds (an unmutated run passes after it)
 #   TOTAL_S=500            each catalog's wall-clock budget, counted from its own start: a run that
 #                          could not end in it is not started (rerun the same command to do it)
+#   PRECOMPILE_WORKERS     each run's battery precompile workers (ssdcheck_plugin/precompile.py);
+#                          default: cores / the wave's runs at once - 1, at least 1
 #   FILL_DIR=/tmp/ssdcheck-ttf-fill
 #                          cold and warm: where the fills are kept (per implementation, command and
 #                          tree), reused by a rerun on the same host
@@ -41,8 +43,12 @@ if [ "$CACHE" != empty ]; then
   done
 fi
 for wave in $WAVES; do
-  echo "wave: $wave ($(date -u +%T))" | tee -a "$DEST/ttf-$CACHE.log"
-  pids=()
+  pids=(); total=0
+  for pair in ${wave//,/ }; do total=$((total + ${pair#*:})); done
+  # each run's battery precompile workers: the cores the wave's runs share, less each run's own
+  pw=${PRECOMPILE_WORKERS:-$(( $(nproc) / total - 1 ))}; [ "$pw" -ge 1 ] || pw=1
+  export SSDCHECK_PRECOMPILE_WORKERS=$pw
+  echo "wave: $wave ($(date -u +%T)), $pw battery precompile workers per run" | tee -a "$DEST/ttf-$CACHE.log"
   for pair in ${wave//,/ }; do
     name=${pair%%:*}; jobs=${pair#*:}
     python3 -m mutation.run "${common[@]}" --catalog "$name" --jobs "$jobs" --fill-jobs "$(nproc)" \

@@ -15,6 +15,7 @@
     --ssd-compile-cache DIR|off    cuTile cubin cache (.ssdcheck-cache/cutile)
     --ssd-shrink-seconds S         stop shrinking a failure after S seconds (default 30)
     --ssd-warm-battery auto|on|off xdist workers compile the triage battery together first (warmup.py)
+    --ssd-precompile auto|off|N    one process: N workers compile the battery's kernels ahead (precompile.py)
 
 Fail fast: the first failing example of a test prints its reproducer at once (and saves it with
 --ssd-repro-dir) before Hypothesis shrinks it, and shrinking stops after --ssd-shrink-seconds with the
@@ -36,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from ssdcheck_plugin import gate as gate_mod
-from ssdcheck_plugin import gpu
+from ssdcheck_plugin import gpu, precompile
 from ssdcheck_plugin.aggregate import Aggregate, ItemStats, num
 from ssdcheck_plugin import fuzzing
 from ssdcheck_plugin.fuzzing import FuzzTimeUp, Progress, StoppedByFailure, TimeBudget, wrap_inner_test
@@ -81,6 +82,9 @@ def pytest_addoption(parser):
     g.addoption("--ssd-warm-battery", choices=("auto", "on", "off"), default="auto",
                 help="xdist workers compile the triage battery's checks together before the tests "
                      "(ssdcheck_plugin/warmup.py; auto: on a GPU, never with -x/--maxfail)")
+    g.addoption("--ssd-precompile", metavar="auto|off|N", type=precompile.parse_mode, default="auto",
+                help="one-process runs: N worker processes compile the triage battery's kernels ahead "
+                     "(ssdcheck_plugin/precompile.py; auto: on a GPU with -x/--maxfail, a worker per free core)")
     g.addoption("--ssd-shrink-seconds", metavar="S", type=float, default=30.0,
                 help="stop shrinking a failing example after S seconds, keeping the smallest found so far "
                      "(default 30; each shrink step may compile again)")
@@ -214,6 +218,8 @@ class SSDState:
         self.worker_count = 0
         self.worker_cut = 0
         self.warmups: dict[str, dict] = {}   # worker -> its battery warm-up (warmup.warm), merged at node down
+        self.precompiler = None              # precompile.Precompiler of a one-process run, while it runs
+        self.precompiled: dict | None = None  # what it did (Precompiler.to_dict), once stopped
         self.coverage_merged: dict[str, dict] = {}   # impl -> path -> launches, summed over workers
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
@@ -273,6 +279,9 @@ class SSDState:
             fuzzing.request_stop()
 
     def pytest_unconfigure(self, config):
+        if self.precompiler is not None:   # a session that ended before pytest_sessionfinish
+            self.precompiler.stop()
+            self.precompiler = None
         from properties.report import remove_sink
         remove_sink(self.sink)
         fuzzing.set_stop_file(None)
@@ -357,6 +366,10 @@ class SSDState:
             if checks:
                 self.warmups[self.worker_id] = {**warmup.warm(checks, warmup.counter_path(self.config)),
                                                 "checks": len(checks)}
+        workers = precompile.workers_for(self.config)
+        problems = precompile.battery_problems(session.items) if workers else []
+        if problems:
+            self.precompiler = precompile.Precompiler(problems, workers, precompile.gpu_arch(), self.timer).start()
         if self.budget is not None:
             # only Hypothesis tests draw on the budget; plain tests (regressions) run to completion
             self.budget.items_total = sum(_budgeted(i) for i in session.items)
@@ -479,6 +492,10 @@ class SSDState:
     # ------------------------------------------------------------------ finish
     def pytest_sessionfinish(self, session, exitstatus):
         config = self.config
+        if self.precompiler is not None:
+            self.precompiled = self.precompiler.stop()
+            precompile.log(self.precompiler.summary())
+            self.precompiler = None
         if self.progress is not None:
             self.progress.write(force=True)
         if not self.is_controller:
@@ -537,6 +554,7 @@ class SSDState:
         m["compile_cache"] = self.compile_cache
         # the battery warm-up (warmup.py) per worker: checks run, seconds, the check that raised if one did
         m["battery_warmup"] = dict(sorted(self.warmups.items())) or None
+        m["battery_precompile"] = self.precompiled
         m["timing"] = {"session_s": round(time.time() - self.t0, 3), "test_call_s": round(call_s, 3),
                        "cutile_compile": timer,
                        "run_s": round(call_s - timer.get("compile_s", 0.0), 3) if timer.get("measured") else None}

@@ -10,9 +10,15 @@ synchronous copy behind a hung kernel does), where only the faulthandler dump ca
 `slow_late_tail` is broken_tail's bug on sequences longer than 60 tokens only (the CPU triage battery's
 are 48 and 53, so drawn examples find it and Hypothesis shrinks it), and every call sleeps
 $SSDCHECK_TEST_CALL_S seconds (default 0.3): a slow, compile-like shrink, for --ssd-shrink-seconds and -x.
+`precompiled` is torch-ref declaring a KernelInfo.precompile whose jobs are (x's dtype, chunk size) and
+whose build appends "<pid> <arch> <job>" to $SSDCHECK_TEST_PRECOMPILE_LOG: what the battery precompile
+(ssdcheck_plugin/precompile.py) built, and in which process.
 """
 from __future__ import annotations
 
+import os
+
+from kernels.registry import Precompile
 from kernels.torch_ref import INFO, ssd_forward
 
 
@@ -85,3 +91,20 @@ def slow_late_tail(**kwargs):
 
 slow_late_tail.ssd_info = INFO.replace(name="slow-late-tail", stages=None,
                                        notes="torch-ref, y[:, -1] += 1 past 60 tokens, every call slow")
+
+
+def _plan(**kwargs):
+    return [(str(kwargs["x"].dtype), kwargs["chunk_size"])]   # problems of one dtype and chunk share a job
+
+
+def _build(job, arch):
+    with open(os.environ["SSDCHECK_TEST_PRECOMPILE_LOG"], "a") as f:
+        f.write(f"{os.getpid()} {arch} {job}\n")
+
+
+def precompiled(**kwargs):
+    return ssd_forward(**kwargs)
+
+
+precompiled.ssd_info = INFO.replace(name="precompiled", precompile=Precompile(plan=_plan, build=_build),
+                                    notes="torch-ref with a logging precompile")

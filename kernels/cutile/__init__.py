@@ -20,7 +20,8 @@ from kernels.cutile.launcher import (
     ssd_forward,
 )
 from kernels.cutile.toolchain import ToolchainError, diagnose
-from kernels.registry import KernelInfo
+from kernels.cutile.precompile import build, plan
+from kernels.registry import KernelInfo, Precompile
 
 INFO = KernelInfo(
     name="cutile",
@@ -40,6 +41,7 @@ INFO = KernelInfo(
     deterministic=True,
     compile_key=compile_key,
     coverage=coverage,
+    precompile=Precompile(plan=plan, build=build),
     notes=("cuTile kernels: chunk cumsum (log2) | chunk state fused with state passing | fused output "
            "(C B^T on chip) | varlen states; states entering chunks stored in the input dtype; "
            "final states fp32, varlen states in the input dtype"),
