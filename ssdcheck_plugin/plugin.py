@@ -84,7 +84,7 @@ def pytest_addoption(parser):
                      "(ssdcheck_plugin/warmup.py; auto: on a GPU, never with -x/--maxfail)")
     g.addoption("--ssd-precompile", metavar="auto|off|N", type=precompile.parse_mode, default="auto",
                 help="one-process runs: N worker processes compile the triage battery's kernels ahead "
-                     "(ssdcheck_plugin/precompile.py; auto: on a GPU with -x/--maxfail, a worker per free core)")
+                     "(ssdcheck_plugin/precompile.py; auto: on a GPU without xdist, a worker per free core)")
     g.addoption("--ssd-shrink-seconds", metavar="S", type=float, default=30.0,
                 help="stop shrinking a failing example after S seconds, keeping the smallest found so far "
                      "(default 30; each shrink step may compile again)")

@@ -18,7 +18,7 @@ after CUDA is initialised is safe for processes that never use it), and each run
 group so that stopping it at the session's end also stops the tileiras it started.
 
 `--ssd-precompile auto` (the default): on a GPU, for implementations that declare KernelInfo.precompile,
-outside xdist, with -x/--maxfail, as many workers as usable CPU cores less one (or
+in a run of one process (the fail-fast command, `ssdcheck fuzz` without -n), as many workers as usable CPU cores less one (or
 $SSDCHECK_PRECOMPILE_WORKERS, which the time-to-failure runner sets when it runs several at once).
 `N` forces N workers (on the CPU too: tests), `off` disables it. Only the plain forward of each battery
 problem is planned: the calls properties derive from it (other chunk sizes, split sequences, stages)
@@ -51,8 +51,6 @@ def workers_for(config) -> int:
         return 0
     if mode != "auto":
         return int(mode)
-    if not (config.getoption("maxfail", 0) or 0) > 0:
-        return 0
     import torch
     if not torch.cuda.is_available():
         return 0
