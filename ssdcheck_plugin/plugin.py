@@ -453,10 +453,12 @@ class SSDState:
         return path
 
     def pytest_runtest_logreport(self, report):
-        """Per-test verdicts, where the reports arrive (the controller under xdist)."""
+        """Per-test verdicts, where the reports arrive (the controller under xdist). A test passes when its
+        call passes: one whose call never reported (the run stopped at a time limit while it ran) stays
+        "unfinished", not passed."""
         if not self.is_controller:
             return
-        t = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "passed",
+        t = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "unfinished",
                                                   "duration": 0.0, "call_duration": 0.0, "properties": {}})
         t["duration"] = round(t["duration"] + report.duration, 6)
         if report.when == "call":
@@ -467,7 +469,9 @@ class SSDState:
                     self.reproducers.append({"nodeid": report.nodeid, "path": v})
         if report.failed:
             t["outcome"] = "failed" if report.when == "call" else "error"
-        elif report.skipped and t["outcome"] == "passed":
+        elif report.when == "call" and report.passed and t["outcome"] == "unfinished":
+            t["outcome"] = "passed"
+        elif report.skipped and t["outcome"] in ("unfinished", "passed"):
             t["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
 
     # ------------------------------------------------------------------ xdist: workers -> controller
