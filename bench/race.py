@@ -44,7 +44,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from bench import roofline
+from bench import roofline, triton_precompile
 from bench.shapes import BASELINE, GROUPS, Group, Shape, describe
 from ssdcheck_plugin.meta import source_digest
 
@@ -532,6 +532,9 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm-tuning", default=None, metavar="FILE",
                     help="vLLM's recorded autotune picks (bench/vllm_tuning.py): read if present, updated after "
                          "each shape, so a later run skips vLLM's autotuning")
+    ap.add_argument("--precompile-workers", type=int, default=-1, metavar="N",
+                    help="before timing, N processes compile the Triton peers' autotune configs into Triton's "
+                         "cache (bench/triton_precompile.py); -1 (default): one per core but one, 0: off")
     ap.add_argument("--graphs", action="store_true",
                     help="also time each forward captured in a CUDA graph and replayed (graph_ms: no host launches)")
     ap.add_argument("--allow-untuned", action="store_true",
@@ -572,6 +575,12 @@ def main(argv=None) -> int:
                                          "installed": runner.vllm_tuning.installed}
         except Exception as e:   # vLLM's fragment missing: the race reports it unavailable
             runner.doc["vllm_tuning"] = {"file": args.vllm_tuning, "error": f"{type(e).__name__}: {e}"}
+    workers = args.precompile_workers if args.precompile_workers >= 0 else max(0, (os.cpu_count() or 1) - 1)
+    if workers and any(i in triton_precompile.TRITON_IMPLS for i in impls):
+        log(f"precompiling the Triton peers' autotune configs in {workers} processes")
+        runner.doc["triton_precompile"] = triton_precompile.run_workers(
+            group.name, impls, workers, timeout_s=max(30.0, args.budget_s / 2), shapes_filter=args.shapes, seed=args.seed)
+        log(f"precompile: {json.dumps(runner.doc['triton_precompile'])}")
     runner.run(shapes)
     print(summary_table(runner.doc), flush=True)
     print(f"wrote {runner.out_path} ({runner.elapsed():.0f}s)", flush=True)
