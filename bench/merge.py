@@ -4,7 +4,8 @@
 
 Writes OUT/bench.md (runs and ceilings, one table per dstate, what did not run, repeated
 measurements), OUT/speedup.png (speedup over mamba_ssm against seqlen, one panel per dstate; needs
-matplotlib, a bench-only dependency: without it the PNG is skipped with a note) and OUT/merged.json.
+matplotlib, a bench-only dependency: without it the PNG is skipped with a note) and OUT/merged.json.xz
+(every row, xz-packed: `xz -dc merged.json.xz`).
 
 Speedups are the ones measured in one process on the same inputs (the JSON's `speedup`); rates and
 floors are recomputed from the raw times with bench/roofline.py and that run's measured ceilings.
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import glob
+import io
 import json
+import lzma
 import math
 import os
 import sys
@@ -289,9 +292,19 @@ def plot(rows, path: str) -> str | None:
     fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
     fig.suptitle("Mamba-2 SSD forward, bf16, headdim 64, H200: speedup over mamba_ssm (red ring: check failed)")
     fig.tight_layout(rect=(0, 0.12, 1, 0.95))
-    fig.savefig(path, dpi=130)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=130, format="png")
     plt.close(fig)
+    _write_png_small(buf, path)
     return None
+
+
+def _write_png_small(buf: io.BytesIO, path: str) -> None:
+    """a 128-colour palette: a third of the bytes of matplotlib's RGBA PNG, the lines unchanged to the eye
+    (the plot is tracked, and the tree has a size budget: tests/test_tree_hygiene.py)"""
+    from PIL import Image   # matplotlib's own dependency
+    buf.seek(0)
+    Image.open(buf).convert("RGB").quantize(colors=128).save(path, format="PNG", optimize=True)
 
 
 def main(argv=None) -> int:
@@ -310,7 +323,8 @@ def main(argv=None) -> int:
     md = markdown(docs, rows, missing, repeats, None if why else png, why)
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(md)
-    with open(os.path.join(args.out, "merged.json"), "w") as f:
+    # xz: the merged rows repeat their keys and pack about 10x (the file is tracked: the tree has a budget)
+    with lzma.open(os.path.join(args.out, "merged.json.xz"), "wt", preset=9 | lzma.PRESET_EXTREME) as f:
         json.dump({"runs": [{k: v for k, v in d.items() if k != "shapes"} for d in docs],
                    "rows": rows, "not_run": missing, "repeats": repeats}, f, separators=(",", ":"), default=str)
     print(f"bench.merge: {len(docs)} runs, {len(rows)} results -> {args.out}/bench.md"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 import math
 
 import pytest
@@ -197,7 +198,7 @@ def test_merge_writes_tables_plot_and_notes(tmp_path):
     (tmp_path / "runs" / "n64.json").write_text(json.dumps(c))
     assert merge.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     assert "SSDCHECK_CUTILE_CONFIG=chunk_scan:FAST=64" in (tmp_path / "out" / "bench.md").read_text()
-    merged = json.loads((tmp_path / "out" / "merged.json").read_text())
+    merged = json.loads(lzma.open(tmp_path / "out" / "merged.json.xz", "rt").read())
     assert len(merged["runs"]) == 3
     assert {(r["id"], r["impl"]) for r in merged["rows"]} >= {(s1.id, "tilegym"), (s2.id, "mamba-ssm")}
     row = next(r for r in merged["rows"] if r["id"] == s1.id and r["impl"] == "tilegym")
