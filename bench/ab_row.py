@@ -6,7 +6,12 @@ The sweep (bench.sweep_cutile) times one kernel alone; a change that moves work 
 that matters through launch count needs the forward (DTP, chunk_cumsum folded into chunk_state, was
 measured this way: reports/2026-12-01-dtp-hang.md). For each
 shape and chunk: A is the dispatch table, B is the row the table chooses there with the named
-constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched). Both run on
+constants replaced (installed as a KERNEL@CHUNK override, so other shapes are untouched), and/or,
+with `--segments N`, the segmented walk forced at up to N segments (what SSDCHECK_CUTILE_SEGMENTS=N
+does to a process, switched in this one: `python -m bench.ab_row --segments 4 --shape
+b2-l32768-h32-p64-n64-g1-float16-fs`; the row records the segments B ran, none where the path does not
+serve the problem). Shapes are the race's (bench.shapes, the `long*` groups' fp16 and final-state ones
+too); a final-state shape returns its final states on both sides, and B's are compared with A's as y is. Both run on
 the same inputs (bench.race.make_inputs); B's output is compared with A's (normwise) before timing.
 Then A and B are timed alternately, `--rounds` times each, eagerly and replayed from a CUDA graph
 (bench.race.bench_ms / graph_ms: medians of CUDA events), so drift between them hits both; the figure
@@ -57,32 +62,63 @@ def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, 
     return out
 
 
-def run(shapes, changes, rounds: int, out: Path, log=print) -> dict:
+def segments_run(shape, chunk: int, force: int | None, device: str = "cuda") -> int | None:
+    """The segments the forward of `shape` runs with SSDCHECK_CUTILE_SEGMENTS=force (None: the table's
+    choice); None where the segmented walk does not serve the problem."""
+    import torch
+
+    from kernels.cutile import launcher
+    from bench.roofline import nchunks
+    dtype = getattr(torch, shape.dtype)
+    x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
+    B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
+    saved, launcher._SEGMENTS = launcher._SEGMENTS, force
+    try:
+        plan = launcher._segment_plan(launcher._problem(x, B, chunk, None), nchunks(shape.seqlen, chunk),
+                                      launcher._sm_count(torch.device(device)))
+    finally:
+        launcher._SEGMENTS = saved
+    return None if plan is None else plan[0]
+
+
+def run(shapes, changes, rounds: int, out: Path, log=print, segments: int | None = None) -> dict:
     import torch
 
     from bench.race import bench_ms, environment, graph_ms, make_inputs, rel_err
     from kernels.cutile import launcher, ssd_forward
-    doc = {"schema": "ssdcheck-ab-row/1", "env": environment(), "set": changes, "rounds": rounds, "rows": []}
+    doc = {"schema": "ssdcheck-ab-row/1", "env": environment(), "set": changes, "segments": segments,
+           "rounds": rounds, "rows": []}
     for shape, chunks in shapes:
         kw = make_inputs(shape, 0)
+        if shape.final_states:
+            kw["return_final_states"] = True
         for chunk in chunks:
             override = variant(shape, chunk, changes)
-            row = {"shape": shape.id, "chunk": chunk, "b_configs": {k: str(v) for k, v in override.items()}}
+            row = {"shape": shape.id, "chunk": chunk, "b_configs": {k: str(v) for k, v in override.items()},
+                   "a_segments": segments_run(shape, chunk, launcher._SEGMENTS),
+                   "b_segments": segments_run(shape, chunk, segments if segments is not None else launcher._SEGMENTS)}
 
             def forward_a():
                 return ssd_forward(**kw, chunk_size=chunk)
 
             def forward_b():
-                saved = dict(launcher._OVERRIDE)
+                saved, saved_segments = dict(launcher._OVERRIDE), launcher._SEGMENTS
                 launcher._OVERRIDE.update(override)
+                if segments is not None:
+                    launcher._SEGMENTS = segments
                 try:
                     return ssd_forward(**kw, chunk_size=chunk)
                 finally:
                     launcher._OVERRIDE.clear()
                     launcher._OVERRIDE.update(saved)
+                    launcher._SEGMENTS = saved_segments
 
             try:
-                row["err_b_vs_a"] = rel_err(forward_b(), forward_a())
+                a, b = forward_a(), forward_b()
+                if shape.final_states:
+                    row["err_final_b_vs_a"] = rel_err(b[1], a[1])
+                    a, b = a[0], b[0]
+                row["err_b_vs_a"] = rel_err(b, a)
                 times = {k: [] for k in ("a_ms", "b_ms", "a_graph_ms", "b_graph_ms")}
                 for _ in range(rounds):
                     for side, fn in (("a", forward_a), ("b", forward_b)):
@@ -101,15 +137,18 @@ def run(shapes, changes, rounds: int, out: Path, log=print) -> dict:
 
 
 def table(doc: dict) -> str:
-    lines = ["| shape | chunk | A ms | B ms | B/A | A graph | B graph | B/A graph | err B vs A |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| shape | chunk | segments A / B | A ms | B ms | B/A | A graph | B graph | B/A graph | err B vs A "
+             "(final) |",
+             "| --- | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in doc["rows"]:
+        segs = f"{r.get('a_segments') or '-'} / {r.get('b_segments') or '-'}"
         if "error" in r:
-            lines.append(f"| {r['shape']} | {r['chunk']} | {r['error']} |")
+            lines.append(f"| {r['shape']} | {r['chunk']} | {segs} | {r['error']} |")
             continue
-        lines.append(f"| {r['shape']} | {r['chunk']} | {r['a_ms']:.4f} | {r['b_ms']:.4f} | {r['b_ms'] / r['a_ms']:.3f} "
-                     f"| {r['a_graph_ms']:.4f} | {r['b_graph_ms']:.4f} | {r['b_graph_ms'] / r['a_graph_ms']:.3f} "
-                     f"| {r['err_b_vs_a']:.1e} |")
+        final = f" ({r['err_final_b_vs_a']:.1e})" if "err_final_b_vs_a" in r else ""
+        lines.append(f"| {r['shape']} | {r['chunk']} | {segs} | {r['a_ms']:.4f} | {r['b_ms']:.4f} "
+                     f"| {r['b_ms'] / r['a_ms']:.3f} | {r['a_graph_ms']:.4f} | {r['b_graph_ms']:.4f} "
+                     f"| {r['b_graph_ms'] / r['a_graph_ms']:.3f} | {r['err_b_vs_a']:.1e}{final} |")
     return "\n".join(lines)
 
 
@@ -118,20 +157,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.ab_row", description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", required=True, metavar="ID[@CHUNKS]",
                     help="a race shape id, e.g. b8-l2048-h32-p64-n64-g1@64,128 (repeatable)")
-    ap.add_argument("--set", action="append", required=True, metavar="KERNEL:NAME=INT,...",
+    ap.add_argument("--set", action="append", default=[], metavar="KERNEL:NAME=INT,...",
                     help="constants B replaces in the row the table chooses, e.g. chunk_state:SLAT=0 (repeatable)")
+    ap.add_argument("--segments", type=int, default=None, metavar="N",
+                    help="B forces the segmented walk at up to N segments (1: B turns it off)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating timings of A and B (median over them)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "ab")
     args = ap.parse_args(argv)
     try:
         shapes = [race_shape(s) for s in args.shape]
         changes = parse_set(args.set)
+        if not changes and args.segments is None:
+            raise ValueError("B is A: give --set KERNEL:NAME=INT and/or --segments N")
+        if args.segments is not None and args.segments < 1:
+            raise ValueError(f"--segments: expected a positive integer, got {args.segments}")
         for shape, chunks in shapes:       # a constant the row lacks fails here, before the GPU work
             for chunk in chunks:
                 variant(shape, chunk, changes)
     except (ValueError, KeyError) as e:
         ap.error(str(e))
-    doc = run(shapes, changes, args.rounds, args.out)
+    doc = run(shapes, changes, args.rounds, args.out, segments=args.segments)
     md = f"Command: `python -m bench.ab_row {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
     (args.out / "ab.md").write_text(md)
     print(md)

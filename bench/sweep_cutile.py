@@ -222,10 +222,11 @@ def scan_candidates(chunk: int, dstate: int):
 
 
 def race_shape(spec: str) -> tuple[Shape, tuple[int, ...]]:
-    """'ID' or 'ID@64,128': a shape of the race's grid (bench.shapes.grid) and the chunk sizes to sweep."""
-    from bench.shapes import CHUNKS, grid
+    """'ID' or 'ID@64,128': a shape of the race (bench.shapes: its grid and its groups) and the chunk sizes."""
+    from bench.shapes import CHUNKS, GROUPS, grid
     sid, _, chunks = spec.partition("@")
     by_id = {s.id: s for s in grid()}
+    by_id.update((s.id, s) for g in GROUPS.values() for s in g.shapes)   # the long groups' fp16 and -fs shapes
     if sid not in by_id:
         raise ValueError(f"--shape: expected a race shape id such as {next(iter(by_id))}, got {sid!r}")
     try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog" WORKERS=16 SUITE_S=420
-# The segmented walk (issue 27) on a GPU host, gated before it is raced, in four parts (PART picks
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab" WORKERS=16 SUITE_S=420
+# The segmented walk (issue 27) on a GPU host, gated before it is raced, in five parts (PART picks
 # some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
 #   suite    tests/test_properties.py + test_regressions.py --impl cutile with SSDCHECK_CUTILE_SEGMENTS=4
@@ -10,6 +10,12 @@
 #            with final states; the I/O floor column) and tglong (TileGym too, 2x32K h32), ~6 min each:
 #            RACE_GROUPS picks them (default "long64 long128"; run "long256 tglong" in a second call)
 #   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog), ~5 min
+#   ab       bench.ab_row --segments N for each N in AB_SEGMENTS (default "4 2"; DIR/ab-sN/): the table
+#            (two kernels) against the
+#            segmented walk in one process, same inputs, at the long groups' dstate 64/128 shapes: bf16
+#            without final states at every seqlen >= 16K, heads and groups, plus 2x32K g1 with final
+#            states and in fp16 (36 rows per N, ~2-3 min each). The race part times the table only (the
+#            segmented walk is forced per process; ab switches it per call).
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
 # and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
 set -uo pipefail
@@ -33,9 +39,17 @@ for part in $PART; do
              python3 -m bench.race --group "$g" --out "$DEST/race" --budget-s 330 \
                --tilegym-tuning reports/tilegym-tuning-h200.json 2>&1 | tee -a "$DEST/race.log"
            done ;;
+    ab)    for nseg in ${AB_SEGMENTS:-4 2}; do
+           python3 -m bench.ab_row --segments "$nseg" --rounds 3 --out "$DEST/ab-s$nseg" $(python3 -c '
+from bench.shapes import GROUPS
+for n in (64, 128):
+    for s in GROUPS[f"long{n}"].shapes:
+        if (s.dtype == "bfloat16" and not s.final_states) or (s.seqlen == 32768 and s.ngroups == 1):
+            print(f"--shape {s.id}@64")') 2>&1 | tee -a "$DEST/ab.log"
+           done ;;
     catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s 240 --no-baseline \
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race or catalog" >&2; exit 2 ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog or ab" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done

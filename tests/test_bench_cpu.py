@@ -414,3 +414,21 @@ def test_ab_row_changes_only_the_named_constants_of_the_row_the_shape_runs():
         ab_row.variant(many, 64, {"chunk_state": {"NOPE": 1}})
     with pytest.raises(SystemExit):
         ab_row.main(["--shape", "b8-l2048-h32-p64-n64-g1@64", "--set", "chunk_state:NOPE=1"])
+
+
+def test_ab_row_segments_side_forces_the_segmented_walk_only_where_it_serves():
+    """--segments N: B runs the segmented walk where it serves the problem (the segments recorded per
+    row), A the table, which sends no problem there; the long groups' fp16 / final-state shapes resolve;
+    a B equal to A, or a non-positive N, is an error before any GPU work."""
+    from bench import ab_row
+    from bench.sweep_cutile import race_shape
+    long16, _ = race_shape("b2-l32768-h32-p64-n64-g1-float16-fs")
+    assert long16.dtype == "float16" and long16.final_states
+    assert ab_row.segments_run(long16, 64, None) is None                  # the table: no segments
+    assert ab_row.segments_run(long16, 64, 4) == 4                        # forced: 64 pairs, 4 segments
+    assert ab_row.segments_run(long16, 64, 1) is None                     # 1 turns it off
+    assert ab_row.segments_run(race_shape("b2-l32768-h32-p64-n256-g1")[0], 64, 4) is None   # dstate 256
+    assert ab_row.segments_run(long16, 128, 4) is None                    # its passes are chunk-64 only
+    for argv in (["--shape", "b2-l32768-h32-p64-n64-g1"], ["--shape", "b2-l32768-h32-p64-n64-g1", "--segments", "0"]):
+        with pytest.raises(SystemExit):
+            ab_row.main(argv)
