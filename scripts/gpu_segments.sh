@@ -11,11 +11,10 @@
 #            RACE_GROUPS picks them (default "long64 long128"; run "long256 tglong" in a second call)
 #   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog), ~5 min
 #   ab       bench.ab_row --segments N for each N in AB_SEGMENTS (default "4 2"; DIR/ab-sN/): the table
-#            (two kernels) against the
-#            segmented walk in one process, same inputs, at the long groups' dstate 64/128 shapes: bf16
-#            without final states at every seqlen >= 16K, heads and groups, plus 2x32K g1 with final
-#            states and in fp16 (36 rows per N, ~2-3 min each). The race part times the table only (the
-#            segmented walk is forced per process; ab switches it per call).
+#            (two kernels) against the segmented walk in one process, same inputs, at the long groups'
+#            dstate 64/128 shapes: bf16 without final states at every seqlen >= 16K, heads and groups,
+#            plus 2x32K g1 with final states and in fp16 (36 rows per N, ~2-3 min each). The race part
+#            times the table only (the segmented walk is forced per process; ab switches it per call).
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
 # and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
 set -uo pipefail
