@@ -89,10 +89,11 @@ def grid(dstates=DSTATES, nheads=NHEADS, ngroups=NGROUPS, seqs=SEQS) -> tuple[Sh
 
 def _vllm_group(n: int, h: int) -> Group:
     """The 10 shapes of (dstate n, h heads); with 32 heads TileGym joins at its 2 shapes of the tg group
-    (chunk 64, from --tilegym-tuning), so all four race in one process there."""
+    (chunk 64, from --tilegym-tuning), so all four race in one process there. est_min: measured on the
+    H200 with the Triton precompile (130 s with TileGym, 57-74 s without: reports/2026-12-03-vllm-race.md)."""
     tg = _tilegym_group(n).tilegym_shapes if h == 32 else ()
     return Group(f"v{n}h{h}", grid(dstates=(n,), nheads=(h,)), ("mamba-ssm", "vllm", "cutile", "tilegym"),
-                 chunks={"tilegym": (64,)}, tilegym_shapes=tg, est_min=7.0 if tg else 6.0,
+                 chunks={"tilegym": (64,)}, tilegym_shapes=tg, est_min=2.2 if tg else 1.2,
                  note=f"vLLM autotuned as shipped at the 10 shapes of dstate {n}, {h} heads, chunk 64/128/256, "
                       f"beside mamba_ssm and cutile{' (and TileGym at its 2 shapes)' if tg else ''}")
 

@@ -19,8 +19,8 @@
 #   GRAPHS=1               the TileGym groups also time each forward replayed from a CUDA graph
 #                          (bench.race --graphs: the kernels without the host's launches)
 #   V_GROUPS               vLLM's groups (default none; all six: "v64h32 v64h64 v128h32 v128h64 v256h32
-#                          v256h64", each ~6-7 min fresh: run them a few per call), with mamba_ssm and
-#                          cutile (TileGym too in the h32 groups) in the same process
+#                          v256h64", 57-131 s each with the Triton precompile on the H200: two per
+#                          call), with mamba_ssm and cutile (TileGym too in the h32 groups) in one process
 #   VLLM_TUNING=reports/vllm-tuning-h200.json   vLLM's recorded autotune picks, copied into the
 #                          output folder as vllm-tuning.json, which the race updates: commit that
 #                          copy over VLLM_TUNING to keep new picks

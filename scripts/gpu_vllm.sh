@@ -28,10 +28,10 @@
 #   MODE=shipped scripts/gpu_vllm.sh --out out/vllm-shipped    # ~9 min (TOTAL_S=480 + setup)
 #   MODE=first scripts/gpu_vllm.sh --out out/vllm-first        # ~9 min
 #   MODE=checks scripts/gpu_vllm.sh --out out/vllm-checks      # ~5 min (limits add up to 9.5)
-#   V_GROUPS=v64h32 N_GROUPS= TG_GROUPS= STAGES_S=0 scripts/gpu_race.sh --out out/race-v64h32
-#                  # the race with vLLM, one group per command (v64h32 v64h64 v128h32 v128h64 v256h32
-#                  # v256h64), each <= 320 s + setup; commit DIR/vllm-tuning.json over
-#                  # reports/vllm-tuning-h200.json to keep vLLM's autotune picks
+#   V_GROUPS="v64h32 v64h64" N_GROUPS= TG_GROUPS= STAGES_S=0 scripts/gpu_race.sh --out out/race-v64
+#                  # the race with vLLM, two groups per command (v64h32 v64h64, v128h32 v128h64, v256h32
+#                  # v256h64: 159-218 s each pair on the H200); merge DIR/vllm-tuning.json's new entries
+#                  # into reports/vllm-tuning-h200.json to keep vLLM's autotune picks
 #
 # Knobs (environment): MODE, TOTAL_S=480 (the wall-clock budget of the tests and, shipped, the
 # autotuning first; setup and the loading check not included: ~20 s), PRIME_S=150, and those of
