@@ -9,7 +9,8 @@
 #   race     bench.race groups long64 long128 long256 (cutile, mamba_ssm; bf16 and fp16; without and
 #            with final states; the I/O floor column) and tglong (TileGym too, 2x32K h32), ~6 min each:
 #            RACE_GROUPS picks them (default "long64 long128"; run "long256 tglong" in a second call)
-#   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog), ~5 min
+#   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog),
+#            --budget-s CATALOG_S (default 240), ~5 min
 #   ab       bench.ab_row --segments N for each N in AB_SEGMENTS (default "4 2"; DIR/ab-sN/): the table
 #            (two kernels) against the segmented walk in one process, same inputs, at the long groups'
 #            dstate 64/128 shapes: bf16 without final states at every seqlen >= 16K, heads and groups,
@@ -46,7 +47,7 @@ for n in (64, 128):
         if (s.dtype == "bfloat16" and not s.final_states) or (s.seqlen == 32768 and s.ngroups == 1):
             print(f"--shape {s.id}@64")') 2>&1 | tee -a "$DEST/ab.log"
            done ;;
-    catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s 240 --no-baseline \
+    catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s "${CATALOG_S:-240}" --no-baseline \
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog or ab" >&2; exit 2 ;;
   esac
