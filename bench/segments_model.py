@@ -1,6 +1,7 @@
 """The segmented walk's prediction, written before its first GPU run (kernels/cutile/NOTES.md).
 
     python -m bench.segments_model              # the race grid's seqlen >= 16K shapes, markdown
+    python -m bench.segments_model --measured ab-s4/ab.json ab-s2/ab.json   # beside bench.ab_row's runs
 
 For each shape: the I/O floor (bench/roofline.py), S (dispatch.segments, an H200's 132 SMs), the
 bytes and the blocks of each pass, and a predicted time from rates measured on the H200 (below, each
@@ -96,8 +97,41 @@ def table(shapes) -> str:
     return "\n".join(rows)
 
 
+def against_measured(docs: list[dict]) -> str:
+    """The prediction beside bench.ab_row's measurements (`--segments N` runs, one doc per N): per shape
+    the two kernels (A, the mean of the runs' medians), the segmented walk at each N measured, the best
+    of them over A and over the I/O floor."""
+    by_n = {d["segments"]: {r["shape"]: r for r in d["rows"] if "error" not in r} for d in docs}
+    ns = sorted(by_n)
+    rows = ["| shape | floor ms | model S | model ms | two kernels ms | " + " | ".join(f"S={n} ms" for n in ns)
+            + " | best / two kernels | best x floor | model / best |", "|" + "---|" * (8 + len(ns))]
+    ids = [sid for sid in next(iter(by_n.values()))]
+    shapes = {s.id: s for s in long_shapes("bfloat16") + long_shapes("float16")}
+    for sid in ids:
+        base = sid.removesuffix("-fs")
+        if base not in shapes or not all(sid in by_n[n] for n in ns):
+            continue
+        r = predict(shapes[base])
+        a = sum(by_n[n][sid]["a_ms"] for n in ns) / len(ns)
+        bs = [by_n[n][sid]["b_ms"] for n in ns]
+        best = min(bs)
+        rows.append(f"| {sid} | {r.floor_ms:.3f} | {r.segments} | {r.ms:.3f} | {a:.3f} | "
+                    + " | ".join(f"{v:.3f}" for v in bs)
+                    + f" | {best / a:.2f} | {best / r.floor_ms:.2f} | {r.ms / best:.2f} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
-    print(table(long_shapes()))
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m bench.segments_model", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--measured", nargs="+", metavar="AB_JSON",
+                    help="bench.ab_row --segments N outputs (ab.json): the prediction beside them")
+    args = ap.parse_args(argv)
+    if args.measured:
+        print(against_measured([json.load(open(f)) for f in args.measured]))
+    else:
+        print(table(long_shapes()))
     return 0
 
 

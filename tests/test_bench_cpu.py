@@ -432,3 +432,18 @@ def test_ab_row_segments_side_forces_the_segmented_walk_only_where_it_serves():
     for argv in (["--shape", "b2-l32768-h32-p64-n64-g1"], ["--shape", "b2-l32768-h32-p64-n64-g1", "--segments", "0"]):
         with pytest.raises(SystemExit):
             ab_row.main(argv)
+
+
+def test_segments_model_sets_the_prediction_beside_measured_ab_rows():
+    """bench.segments_model --measured: per shape the model, the two kernels (A: mean over the runs),
+    each forced segment count, and best / A, best / floor, model / best from those numbers."""
+    from bench import segments_model
+    sid = "b2-l32768-h32-p64-n64-g1"
+    docs = [{"segments": 4, "rows": [{"shape": sid, "a_ms": 0.56, "b_ms": 0.49}, {"shape": "x", "error": "E"}]},
+            {"segments": 2, "rows": [{"shape": sid, "a_ms": 0.54, "b_ms": 0.70}]}]
+    lines = segments_model.against_measured(docs).splitlines()
+    assert "S=2 ms | S=4 ms" in lines[0] and len(lines) == 3
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    pred = segments_model.predict(next(s for s in segments_model.long_shapes() if s.id == sid))
+    assert cells[:5] == [sid, f"{pred.floor_ms:.3f}", "4", f"{pred.ms:.3f}", "0.550"]
+    assert cells[5:] == ["0.700", "0.490", f"{0.49 / 0.55:.2f}", f"{0.49 / pred.floor_ms:.2f}", f"{pred.ms / 0.49:.2f}"]
