@@ -218,8 +218,12 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
         for r in sorted(missing, key=lambda r: (r["dstate"], r["nheads"], r["ngroups"], r["seqlen"])):
             why = r.get("reason") or "; ".join(f"cs{c}: {w}" for c, w in (r.get("chunk_reasons") or {}).items())
             out.append(f"- {r['id']} {r['impl'] or ''} [{r['group']}]: {r['status']}{': ' + why if why else ''}")
-        if never:
-            out.append(f"- planned shapes with no result: {', '.join(never)}")
+        if never:   # by the group that plans them: a group not run yet would otherwise be a wall of ids
+            by_group = [(name, [s.id for s in GROUPS[name].shapes if s.id in never]) for name in ORDER if name != "smoke"]
+            parts = [f"{name} {len(ids)} of {len(GROUPS[name].shapes)}" + (f" ({', '.join(ids)})" if len(ids) <= 4 else "")
+                     for name, ids in by_group if ids]
+            out.append(f"- planned shapes with no result: {len(never)}, by the groups that plan them "
+                       f"(`python -m bench.race --list`): {'; '.join(parts)}")
     if repeats:
         out += ["", "## Repeated measurements (latest reported above)", "", "| shape | impl | ms by group | spread |",
                 "|---|---|---|---|"]

@@ -7,6 +7,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 import tarfile
 import types
@@ -575,3 +576,15 @@ def test_the_stand_ins_answer_every_import_of_the_kernel_modules(fragment, monke
     with pytest.raises(RuntimeError, match="a real vllm package is already imported"):
         sys.modules["vllm"] = type(sys)("vllm")
         vllm_files.install_stand_ins(fragment)
+
+
+def test_recorded_vllm_picks_are_written_one_per_line_and_read_back_unchanged():
+    """bench.vllm_tuning.dumps: valid JSON that loads back to the same schema and entries, one entry per
+    line (the tracked file stays small and a new pick is a one-line diff)."""
+    from bench import vllm_tuning
+    entries = [{"kernel": "_bmm_chunk_fwd_kernel", "key": [64, 128, True, {"dtype": "bfloat16"}, None],
+                "config": {"BLOCK_SIZE_M": 64, "num_warps": 4}, "device": "NVIDIA H200", "triton": "3.6.0",
+                "vllm": "0.33.0", "tuned": "2026-12-03T07:40:03+00:00"}] * 3
+    text = vllm_tuning.dumps(entries)
+    assert json.loads(text) == {"schema": vllm_tuning.SCHEMA, "entries": entries}
+    assert len(text.splitlines()) == 2 + len(entries)
