@@ -43,17 +43,23 @@ def parse_set(specs: list[str]) -> dict[str, dict[str, int]]:
     return out
 
 
+def _table_problem(shape, chunk: int):
+    """The dispatch Problem the launcher builds for `shape` at `chunk` (from meta tensors: no memory)."""
+    import torch
+
+    from kernels.cutile import launcher
+    dtype = getattr(torch, shape.dtype)
+    x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
+    B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
+    return launcher._problem(x, B, chunk, None)
+
+
 def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, object]:
     """{KERNEL@CHUNK: the table's row for this shape with `changes` applied}: the override B runs with.
     `occupancy` and `worker_warps` set those compiler hints. Raises KeyError naming a constant the row
     does not have."""
-    import torch
-
-    from kernels.cutile import dispatch, launcher
-    dtype = getattr(torch, shape.dtype)
-    x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
-    B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
-    prob = launcher._problem(x, B, chunk, None)
+    from kernels.cutile import dispatch
+    prob = _table_problem(shape, chunk)
     out = {}
     for kernel, values in changes.items():
         hints = {k: values[k] for k in ("occupancy", "worker_warps") if k in values}   # compiler hints, not constants
@@ -67,14 +73,11 @@ def segments_run(shape, chunk: int, force: int | None, device: str = "cuda") -> 
     choice); None where the segmented walk does not serve the problem."""
     import torch
 
-    from kernels.cutile import launcher
     from bench.roofline import nchunks
-    dtype = getattr(torch, shape.dtype)
-    x = torch.empty(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device="meta", dtype=dtype)
-    B = torch.empty(shape.batch, shape.seqlen, shape.ngroups, shape.dstate, device="meta", dtype=dtype)
+    from kernels.cutile import launcher
     saved, launcher._SEGMENTS = launcher._SEGMENTS, force
     try:
-        plan = launcher._segment_plan(launcher._problem(x, B, chunk, None), nchunks(shape.seqlen, chunk),
+        plan = launcher._segment_plan(_table_problem(shape, chunk), nchunks(shape.seqlen, chunk),
                                       launcher._sm_count(torch.device(device)))
     finally:
         launcher._SEGMENTS = saved

@@ -219,7 +219,8 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
             why = r.get("reason") or "; ".join(f"cs{c}: {w}" for c, w in (r.get("chunk_reasons") or {}).items())
             out.append(f"- {r['id']} {r['impl'] or ''} [{r['group']}]: {r['status']}{': ' + why if why else ''}")
         if never:   # by the group that plans them: a group not run yet would otherwise be a wall of ids
-            by_group = [(name, [s.id for s in GROUPS[name].shapes if s.id in never]) for name in ORDER if name != "smoke"]
+            unrun = set(never)
+            by_group = [(name, [s.id for s in GROUPS[name].shapes if s.id in unrun]) for name in ORDER if name != "smoke"]
             parts = [f"{name} {len(ids)} of {len(GROUPS[name].shapes)}" + (f" ({', '.join(ids)})" if len(ids) <= 4 else "")
                      for name, ids in by_group if ids]
             out.append(f"- planned shapes with no result: {len(never)}, by the groups that plan them "

@@ -105,7 +105,7 @@ def against_measured(docs: list[dict]) -> str:
     ns = sorted(by_n)
     rows = ["| shape | floor ms | model S | model ms | two kernels ms | " + " | ".join(f"S={n} ms" for n in ns)
             + " | best / two kernels | best x floor | model / best |", "|" + "---|" * (8 + len(ns))]
-    ids = [sid for sid in next(iter(by_n.values()))]
+    ids = list(next(iter(by_n.values())))
     shapes = {s.id: s for s in long_shapes("bfloat16") + long_shapes("float16")}
     for sid in ids:
         base = sid.removesuffix("-fs")
