@@ -230,6 +230,12 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 (a 104 B frame) and 0.516 at
 # n128 (214 KB of shared memory per block: one block per SM):
 # both rows keep 2. With odd heads per group the launcher falls back to HB=1 at the row's occupancy.
+# Measured 2026-12-03 (reports/2026-12-03-scan-bn64.md, bench.ab_row): the chunk-64 FAST scan at dstate 128
+# with BN=64 LAT=2 (two dstate tiles) ties BN=128 LAT=4, 0.996-1.003x over five shapes, bitwise equal,
+# and its tileiras compile takes half the time (3.7-4.2 s against 7.8 s on a 2-core CPU, float32): the
+# first compile a fail-fast run of a changed scan waits for. BN=64 LAT=4 lost 0-1.4% eager (up to 3.6%
+# graph), occupancy 3 lost 6-14%; at dstate 256 BN=64 lost 3-4% at LAT=2 and 0-2% at LAT=4, so that row
+# keeps BN=128.
 _ALIGNED = "aligned (seqlen % chunk == 0, no seq_idx)"
 
 
@@ -272,6 +278,8 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_scan": (
         Rule(f"{_ALIGNED}, chunk 64, dstate <= 64", lambda p: _aligned_at(64)(p) and p.dstate <= 64,
              scan_config(BL=64, BN=64, FAST=64, HB=2, occupancy=2)),
+        Rule(f"{_ALIGNED}, chunk 64, dstate <= 128", lambda p: _aligned_at(64)(p) and p.dstate <= 128,
+             scan_config(BL=64, BN=64, FAST=64, LAT=2, FACT=1, HB=2, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64", _aligned_at(64),
              scan_config(BL=64, BN=128, FAST=64, LAT=4, FACT=1, HB=2, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 128", _aligned_at(128), scan_config(BL=64, BN=64, FAST=128, LAT=4, occupancy=3)),
