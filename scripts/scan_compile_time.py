@@ -22,13 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 os.environ["CUDA_TILE_CACHE_DIR"] = "off"   # before cuda.tile is imported: every build compiles
 
 
-def _changes(spec: str) -> dict[str, int]:
-    try:
-        return {k.strip(): int(v) for k, v in (item.split("=") for item in spec.split(",") if item.strip())}
-    except ValueError:
-        raise SystemExit(f"--set: expected NAME=INT[,NAME=INT], got {spec!r}") from None
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", action="append", default=[], metavar="NAME=INT,...",
@@ -39,6 +32,7 @@ def main(argv: list[str]) -> int:
     if args.repeat < 1:
         raise SystemExit(f"--repeat: expected a positive count, got {args.repeat}")
 
+    from bench.ab_row import parse_set
     from kernels.cutile import dispatch, launcher, precompile
     from kernels.registry import lookup
     from properties import triage
@@ -48,8 +42,12 @@ def main(argv: list[str]) -> int:
     key = f"chunk_scan@{problem.chunk_size}"
     base = dispatch.choose("chunk_scan", launcher._problem(inputs["x"], inputs["B"], problem.chunk_size, None))
     print(f"problem: {problem}\ntable row: {base}")
-    for spec in args.set or [""]:
-        config = base.replace(**_changes(spec)) if spec else base
+    try:   # bench.ab_row's --set syntax, the kernel named here
+        changes = [parse_set([f"chunk_scan:{spec}"])["chunk_scan"] for spec in args.set] or [{}]
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    for change in changes:
+        config = base.replace(**change)
         launcher._OVERRIDE[key] = config
         jobs = [j for j in precompile.plan(**inputs) if "scan" in j[0]]
         if len(jobs) != 1:
