@@ -23,7 +23,13 @@ SLOTS = 6   # explicit examples per test: 2 problems per dtype, at most 3 dtypes
 # centre of 1 the strongest was 32 (46 in log2), and a bug in that choice outlived a 60 s fuzz run.
 DECAY, DECADES = 4.0, 3.0
 LARGE_DIMS = (128, 256)   # the first problem's (headdim, dstate) on the GPU, where declared: 2+ tiles of each
-DTYPE_ORDER = ("float32", "bfloat16", "float16")   # float32 first: the tightest tolerance shows most
+DTYPE_ORDER = ("float32", "bfloat16", "float16")   # on the CPU float32 first: the tightest tolerance shows most
+# On the GPU bfloat16 first, float32 second: the first examples wait for compiles, and a float32 tensor-core
+# kernel costs cuTile's compiler 5-10x a 16-bit one (on a 2-core CPU the general chunk_scan at the first
+# problem's sizes took 10.0 s in float32, 1.1 s in bfloat16; the chunk-64 FAST scan 2.9 s against 0.6 s:
+# scripts/scan_compile_time.py --dtype); a structural bug dies at the first, cheap examples, a bug only
+# float32's tolerance shows at the third. Each dtype takes the next chunk size, so bfloat16 takes 64.
+DTYPE_ORDER_GPU = ("bfloat16", "float32", "float16")
 
 
 def edge_starts(chunk: int) -> tuple[int, ...]:
@@ -81,7 +87,7 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
     def sized(fields: dict) -> dict:   # the first problem (every test's first example): the large dimensions
         return {**fields, **({} if out else dict(headdim=large[0], dstate=large[1]))}
 
-    for i, dtype in enumerate(d for d in DTYPE_ORDER if d in info.dtypes):
+    for i, dtype in enumerate(d for d in (DTYPE_ORDER_GPU if gpu else DTYPE_ORDER) if d in info.dtypes):
         chunk = chunks[i % len(chunks)]
         common = dict(nheads=nheads, headdim=headdim, dstate=dstate, ngroups=ngroups, chunk_size=chunk,
                       dtype=dtype, decay=DECAY, decay_decades=DECADES, dt_mu=0.0, dt_softplus="dt_softplus" in opts,
@@ -122,7 +128,8 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     three whole chunks of 64 (cuTile's chunk walk: dstate 64 in float32, 128 in the others, its two
     rows); the same one token short of whole chunks (a prompt of any length: a path that serves only
     whole chunks must hand it on); two whole chunks of the dtype's own chunk size at the largest
-    dstate, batch 2 with heads enough for cuTile's chunk-state rows of 264+ blocks."""
+    dstate, batch 2 with heads enough for cuTile's chunk-state rows of 264+ blocks, an even number per
+    group."""
     if not _declared(info.headdims, 64):
         return []
     nheads = problem.nheads * -(-WIDE_HEADS // problem.nheads)
@@ -136,9 +143,14 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     big_n = min(max(info.dstates or (256,)), 256)
     if big_n != walk_n or problem.chunk_size != 64:
         # batch 2 with heads enough for 264 state blocks of 64 x 32: the grid of batch 8 x 36 heads took
-        # 131 s of the bfloat16 model-layer test's 194 s in drawing its inputs on the CPU (H200 gate)
-        heads = problem.nheads * -(-STATE_BLOCKS // (2 * problem.nheads * -(-big_n // 32)))
-        out.append(wide.replace(batch=2, nheads=heads, seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))
+        # 131 s of the bfloat16 model-layer test's 194 s in drawing its inputs on the CPU (H200 gate).
+        # An even head count per group, where the battery's others have an odd one: a kernel that pairs
+        # the heads of a group takes its pairs here (cuTile's FAST scan at chunk 64, HB=2), and
+        # falls back to one head per block on the others; with 18 heads (9 per group) no battery
+        # problem ran the pairs, and a pair's bug waited 66 s for a draw (reports/2026-12-03-scan-bn64.md)
+        k = -(-STATE_BLOCKS // (2 * problem.nheads * -(-big_n // 32)))
+        k += (problem.nheads * k // problem.ngroups) % 2   # odd heads per group: one more multiple makes it even
+        out.append(wide.replace(batch=2, nheads=problem.nheads * k, seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))
     return out
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cutile_problem():
     from kernels.registry import lookup
-    return triage.battery(lookup("cutile"), True)[1]   # float32 whole chunks: the FAST rows
+    return triage.battery(lookup("cutile"), True)[1]   # whole chunks of 64: the FAST rows
 
 
 def test_cutile_plans_each_launch_once_with_the_dispatch_hints():

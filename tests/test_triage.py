@@ -189,9 +189,37 @@ def check_decay_leaves_float32_range(problem) -> None:
 def test_the_battery_decay_leaves_float32s_range_on_the_factored_row():
     """cutile_fast's fc_fact_guard_inverted (the factored form taken exactly where it overflows)
     outlived a 60 s fuzz run on the H200 when the battery's decays centred on 1 (a chunk's largest
-    sum 46 in log2, under FACT_RANGE 64): the battery's float32 whole-chunk problem must reach it."""
+    sum 46 in log2, under FACT_RANGE 64): the battery's whole-chunk problem at chunk 64 (bfloat16,
+    whose exponent range is float32's) must reach it."""
     whole = next(p for p in triage.battery(lookup("cutile"), gpu=True)
-                 if p.dtype == "float32" and not p.uses_seq_idx and not p.partial_last_chunk)
+                 if p.chunk_size == 64 and not p.uses_seq_idx and not p.partial_last_chunk)
+    assert whole.dtype != "float16"   # the factored form is off for float16
     check_decay_leaves_float32_range(whole)
     with pytest.raises(AssertionError, match="FACT_RANGE"):
         check_decay_leaves_float32_range(whole.replace(decay=1.0))
+
+
+def _head_pairs(problem) -> bool:
+    """Whether cuTile's chunk_scan runs `problem` two heads of a group per block (HB=2 after the
+    launcher's fallback to one head where a group has an odd head count; the walk runs no scan)."""
+    from kernels.cutile import launcher
+    if launcher._walk_config(_table_problem(problem)) is not None:
+        return False
+    return _scan_config(problem).get("HB") == 2 and (problem.nheads // problem.ngroups) % 2 == 0
+
+
+def test_the_model_layer_battery_runs_the_fast_scans_head_pairs():
+    """cutile_fast's fp_* mutants (a pair's second head reads the first's state, cumulative sums or x, or
+    its output is never stored) show only where chunk_scan pairs heads: an aligned chunk-64 problem with
+    an even head count per group. The plain battery keeps odd counts (3 per group, so a pairing across
+    groups, fl_pairs_across_groups, dies at its second example); the model-layer twin at dstate 256 has
+    an even count. With 18 heads (9 per group) it had none, and fp_cs_of_first waited 66 s for a draw
+    on the H200 (reports/2026-12-03-scan-bn64.md)."""
+    info = lookup("cutile")
+    plain = triage.battery(info, True)
+    assert not any(map(_head_pairs, plain))
+    assert any(p.chunk_size == 64 and not p.uses_seq_idx and (p.nheads // p.ngroups) % 2 for p in plain)
+    model = [p for dtype in info.dtypes for p in triage.battery(info, True, dtype, regime="model")]
+    paired = [p for p in model if _head_pairs(p)]
+    assert paired, "no model-layer battery problem runs chunk_scan's head pairs"
+    assert not any(_head_pairs(p.replace(nheads=18)) for p in paired)   # the twin before: 9 heads per group
