@@ -431,7 +431,12 @@ def prop_linearity(info, problem: SSDProblem) -> PropertyResult:
         other["initial_states"] = kw2["initial_states"]
     f_mix, f1, f2 = run(info, mixed), run(info, kw1), run(info, other)
     ref = {n: a * f1[n].double() + b * f2[n].double() for n in f1}
-    return _result("prop_linearity", info, problem, _self_compare(f_mix, ref, problem.dtype))
+    # the reference carries the rounding of its terms, which cancellation hides: a correct bfloat16 y
+    # (torch-ref's) missed by 0.5 where a f(u) + b f(v) = 38.75 - 38.81 (tests/test_regressions.py)
+    terms = {n: abs(a) * f1[n].double().abs() + abs(b) * f2[n].double().abs() for n in f1}
+    return _result("prop_linearity", info, problem,
+                   [compare(n, f_mix[n], ref[n], dtype=problem.dtype, magnitude=terms[n])
+                    for n in OUTPUT_NAMES if n in ref and n in f_mix])
 
 
 def finite_comparison(name: str, t: torch.Tensor, dtype: str, reference) -> Comparison:

@@ -125,20 +125,24 @@ class Comparison:
 def compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
             yardstick: torch.Tensor | None = None, tol: Tol | None = None,
             bitwise: bool = False, decay_span: float = 0.0, conditioning: torch.Tensor | None = None,
-            floor_at: torch.Tensor | None = None) -> Comparison:
+            floor_at: torch.Tensor | None = None, magnitude: torch.Tensor | None = None) -> Comparison:
     """`yardstick`: the same problem in the implementation's declared precision; sets the max-abs budget
     and widens the normwise bound to k times its normwise error. `conditioning`: such a result used only
     to widen the normwise bound (a stage whose upstream differs from the yardstick's, so no budget).
     `floor_at`: the magnitude the budget's rounding floor is taken at (`unit_floor`), when it is not the
-    reference's own (a gradient summed over tokens: the root of the sum of its squared terms, which cancellation hides)."""
+    reference's own (a gradient summed over tokens: the root of the sum of its squared terms, which cancellation hides).
+    `magnitude`: the elementwise bound's rtol term is taken at it instead of |expected|, for a reference
+    combined from rounded results (prop_linearity's a f(u) + b f(v): |a f(u)| + |b f(v)|), whose rounding
+    is its terms' whatever their sum cancels to."""
     with phase("compare"):
         return _compare(output, actual, expected, dtype=dtype, yardstick=yardstick, tol=tol, bitwise=bitwise,
-                        decay_span=decay_span, conditioning=conditioning, floor_at=floor_at)
+                        decay_span=decay_span, conditioning=conditioning, floor_at=floor_at, magnitude=magnitude)
 
 
 def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype: str,
              yardstick: torch.Tensor | None, tol: Tol | None, bitwise: bool, decay_span: float,
-             conditioning: torch.Tensor | None = None, floor_at: torch.Tensor | None = None) -> Comparison:
+             conditioning: torch.Tensor | None = None, floor_at: torch.Tensor | None = None,
+             magnitude: torch.Tensor | None = None) -> Comparison:
     """Compare `actual` with `expected` (any dtypes; measured in float64 on their device when they
     share one, else on the CPU: at GPU sizes a dozen float64 passes over 30M elements take seconds
     on one CPU thread)."""
@@ -161,7 +165,8 @@ def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype
     dnorm = float(torch.nan_to_num(a - e, nan=math.inf).norm())
     normwise = dnorm / enorm if enorm > 0 else (0.0 if dnorm == 0 else math.inf)
     rms = enorm / math.sqrt(e.numel())
-    allowed = tol.atol * rms + tol.rtol * e.abs()
+    size = e.abs() if magnitude is None else torch.maximum(e.abs(), magnitude.detach().to(dev, torch.float64))
+    allowed = tol.atol * rms + tol.rtol * size
     bad = ~(diff <= allowed)
     budget = err_y = None
     limit = tol.normwise

@@ -126,3 +126,36 @@ def test_stage_y_of_a_correct_tf32_kernel_passes_and_sets_no_budget():
     assert c.normwise > c.tol.normwise
     wrong = info.replace(stages={"chunk_scan": lambda *a, **k: 1.1 * yard["y"]})
     assert not prop_stages_match_oracle(wrong, problem).passed
+
+
+def test_a_combined_reference_is_bounded_at_its_terms_magnitude():
+    """compare's `magnitude` (prop_linearity: f(a u + b v) against a f(u) + b f(v)): where the terms
+    cancel, the elementwise bound is taken at |a f(u)| + |b f(v)|, which their rounding scales with. The
+    values are the H200 gate's (tests/test_regressions.py): a 0.5 miss at 38.75 - 38.81 fails at |ref|
+    and passes at the terms; a miss past rtol of the terms still fails."""
+    expected = torch.ones(10 ** 6, dtype=torch.float64)   # many: the normwise bound passes every case here
+    expected[0] = 38.75 - 38.8125
+    terms = expected.abs().clone()
+    terms[0] = 38.75 + 38.8125
+    actual = expected.clone()
+    actual[0] += 0.5
+    assert compare("y", actual, expected, dtype="bfloat16").mismatched == 1
+    assert compare("y", actual, expected, dtype="bfloat16", magnitude=terms).passed
+    actual[0] = expected[0] + 0.2 * terms[0]   # twice rtol = 0.1 of the terms
+    assert compare("y", actual, expected, dtype="bfloat16", magnitude=terms).mismatched == 1
+
+
+def test_linearity_still_fails_a_kernel_that_is_not_linear_in_x():
+    """The bound at the terms' magnitude keeps prop_linearity's power: torch-ref with its gate taken
+    from x instead of z (y no longer linear in x) fails on the cancelling problem it now passes."""
+    from kernels.registry import lookup
+    from properties import invariants
+    from tests.test_regressions import CASES
+    problem = next(p for prop, _, p in CASES if prop == "prop_linearity")
+    ref = lookup("torch-ref")
+    assert invariants.prop_linearity(ref, problem).passed
+
+    def gate_of_x(**kw):
+        return ref.fn(**{**kw, "z": kw["x"]})
+    result = invariants.prop_linearity(ref.replace(fn=gate_of_x, name="gate-of-x"), problem)
+    assert not result.passed and not result.comparisons[0].passed
