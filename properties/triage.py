@@ -7,7 +7,8 @@ headdim != dstate, the first problem with the largest inner dimensions (so tile 
 and dstate run at the first example of the first test), and per dtype two problems that take the two paths
 kernels have: a partial last chunk with sequence boundaries at and one token beside chunk edges
 (packed sequences, varlen states; batch 1), and whole chunks without seq_idx at batch 2 (the unmasked
-fast paths). tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`),
+fast paths); without the packed problem (seqlen a multiple of the chunk) the first dtype's whole-chunk
+problem again below a 64-wide tile, so that the first compile key meets two shapes. tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`),
 before any drawn one and on top of the profile's example count, so such a bug fails the first example
 of the first test. The problems of one dtype share their compile class with the draws that reuse
 it (properties/strategies.py), so the battery's compiles are the draws' first compiles too.
@@ -52,6 +53,14 @@ def _dims(info, gpu: bool) -> tuple[int, int]:
     if differ or ok:
         return (differ or ok)[0]
     return min(info.headdims or (16,)), min(info.dstates or (16,))
+
+
+def _small_dims(info) -> tuple[int, int] | None:
+    """The GPU draws' (headdim, dstate) below a 64-wide tile that `info` declares, headdim the larger."""
+    from properties.strategies import GPU_DIM_PAIRS   # noqa: PLC0415
+    pairs = sorted((p, n) for p, n in GPU_DIM_PAIRS if max(p, n) < 64 and p > n
+                   and _declared(info.headdims, p) and _declared(info.dstates, n))
+    return pairs[-1] if pairs else None
 
 
 def _heads(info) -> int:
@@ -108,6 +117,13 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
             out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=edge_starts(chunk),
                                   varlen="varlen_states" in opts, seed=1, D=d_packed, **sized(common)))
         out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **sized(common)))   # whole chunks, no seq_idx
+    small = _small_dims(info)
+    if gpu and large_first and info.seqlen_multiple_of_chunk and small and out[0].headdim > small[0]:
+        # Without the packed problem a dtype meets one shape, so nothing in the battery calls the first
+        # compile key (dtype, chunk size) twice with other sizes. This one does, below a 64-wide tile:
+        # TileGym's autotune cache keyed without shapes then launches the large problem's tiles
+        # (grid head_size // 64 = 0), a mutant a draw found at 22-95 s (reports/2026-12-04-bf16-first-battery.md)
+        out.append(out[0].replace(headdim=small[0], dstate=small[1], seed=3))
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
     _CACHE[(id(info), gpu, large_first)] = (info, tuple(out))

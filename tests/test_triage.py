@@ -223,3 +223,35 @@ def test_the_model_layer_battery_runs_the_fast_scans_head_pairs():
     paired = [p for p in model if _head_pairs(p)]
     assert paired, "no model-layer battery problem runs chunk_scan's head pairs"
     assert not any(_head_pairs(p.replace(nheads=18)) for p in paired)   # the twin before: 9 heads per group
+
+
+def _empty_grid_under_a_shape_blind_cache(problems) -> bool:
+    """Whether a launch cache keyed on (dtype, chunk size) alone, keeping the first call's tiles as TileGym's
+    autotune picks them (a headdim tile of min(64, headdim)), launches some later problem of the same key
+    with an empty grid (headdim // tile = 0): TileGym's tg_launch_cache_shape_blind fails there."""
+    tile = {}
+    for p in problems:
+        key = (p.dtype, p.chunk_size)
+        tile.setdefault(key, min(64, p.headdim))
+        if p.headdim // tile[key] == 0:
+            return True
+    return False
+
+
+def test_a_battery_without_the_packed_problem_meets_its_first_key_at_two_shapes():
+    """TileGym's battery (seqlen a multiple of the chunk: no packed problem) had one problem per dtype, so
+    no two calls shared a compile key with other sizes, and tg_launch_cache_shape_blind waited 22-95 s for
+    a draw (60.5 s on 2026-12-04, TileGym's maximum). A second problem of the first dtype and chunk size,
+    below a 64-wide tile, comes last. Batteries with the packed problem keep theirs: its first dtype
+    meets two shapes already (headdim 128 packed, 64 whole)."""
+    tilegym = triage.battery(lookup("tilegym"), True)
+    assert _empty_grid_under_a_shape_blind_cache(tilegym)
+    assert not _empty_grid_under_a_shape_blind_cache(tilegym[:-1])   # the battery before
+    last = tilegym[-1]
+    assert (last.dtype, last.chunk_size) == (tilegym[0].dtype, tilegym[0].chunk_size) and max(last.headdim, last.dstate) < 64
+    for name in ("cutile", "mamba-ssm", "torch-ref"):
+        assert all(p.headdim >= 64 for p in triage.battery(lookup(name), True)), name
+    # the model layers (headdim 64) and the gradient draws' anchors (no explicit examples) keep theirs
+    from properties import grad_strategies
+    assert all(p.headdim >= 64 for p in triage.battery(lookup("tilegym"), True, "bfloat16", "model"))
+    assert all(g.headdim >= 64 for g in grad_strategies.battery(lookup("tilegym"), True))
