@@ -8,8 +8,8 @@ and dstate run at the first example of the first test), and per dtype two proble
 kernels have: a partial last chunk with sequence boundaries at and one token beside chunk edges
 (packed sequences, varlen states; batch 1), and whole chunks without seq_idx at batch 2 (the unmasked
 fast paths); without the packed problem (seqlen a multiple of the chunk) the first dtype's whole-chunk
-problem again below a 64-wide tile, so that the first compile key meets two shapes. tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`),
-before any drawn one and on top of the profile's example count, so such a bug fails the first example
+problem again below a 64-wide tile, so that the first compile key meets two shapes.
+tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`), before any drawn one and on top of the profile's example count, so such a bug fails the first example
 of the first test. The problems of one dtype share their compile class with the draws that reuse
 it (properties/strategies.py), so the battery's compiles are the draws' first compiles too.
 """
@@ -26,8 +26,8 @@ DECAY, DECADES = 4.0, 3.0
 LARGE_DIMS = (128, 256)   # the first problem's (headdim, dstate) on the GPU, where declared: 2+ tiles of each
 DTYPE_ORDER = ("float32", "bfloat16", "float16")   # on the CPU float32 first: the tightest tolerance shows most
 # On the GPU bfloat16 first, float32 second: the first examples wait for compiles, and a float32 tensor-core
-# kernel costs cuTile's compiler 5-10x a 16-bit one (on a 2-core CPU the general chunk_scan at the first
-# problem's sizes took 10.0 s in float32, 1.1 s in bfloat16; the chunk-64 FAST scan 2.9 s against 0.6 s:
+# kernel costs cuTile's compiler 4-10x a 16-bit one (on a 2-core CPU the general chunk_scan at the first
+# problem's sizes took 10.4 s in float32, 1.0 s in bfloat16; the chunk-64 FAST scan 2.9 s against 0.65 s:
 # scripts/scan_compile_time.py --dtype); a structural bug dies at the first, cheap examples, a bug only
 # float32's tolerance shows at the third. Each dtype takes the next chunk size, so bfloat16 takes 64.
 DTYPE_ORDER_GPU = ("bfloat16", "float32", "float16")
