@@ -9,8 +9,9 @@ kernels have: a partial last chunk with sequence boundaries at and one token bes
 (packed sequences, varlen states; batch 1), and whole chunks without seq_idx at batch 2 (the unmasked
 fast paths); without the packed problem (seqlen a multiple of the chunk) the first dtype's whole-chunk
 problem again below a 64-wide tile, so that the first compile key meets two shapes.
-tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`), before any drawn one and on top of the profile's example count, so such a bug fails the first example
-of the first test. The problems of one dtype share their compile class with the draws that reuse
+tests/test_properties.py runs them as Hypothesis explicit examples (`examples()`), before any drawn
+one and on top of the profile's example count, so such a bug fails the first example of the first
+test. The problems of one dtype share their compile class with the draws that reuse
 it (properties/strategies.py), so the battery's compiles are the draws' first compiles too.
 """
 from __future__ import annotations
