@@ -129,7 +129,7 @@ MUTANTS = (
        file=LAUNCHER),
     _m("fl_pairs_across_groups", "layout",
        "head pairs also with odd heads per group: a pair's second head reads the wrong group's C and B",
-       "if cfg.get(\"HB\") == 2 and (h // g) % 2:",
-       "if cfg.get(\"HB\") == 2 and h % 2:",
+       "if cfg.get(\"HB\") == 2 and (nheads // ngroups) % 2:",
+       "if cfg.get(\"HB\") == 2 and nheads % 2:",
        file=LAUNCHER),
 )

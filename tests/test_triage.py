@@ -203,9 +203,10 @@ def _head_pairs(problem) -> bool:
     """Whether cuTile's chunk_scan runs `problem` two heads of a group per block (HB=2 after the
     launcher's fallback to one head where a group has an odd head count; the walk runs no scan)."""
     from kernels.cutile import launcher
-    if launcher._walk_config(_table_problem(problem)) is not None:
+    table = _table_problem(problem)
+    if launcher._walk_config(table) is not None:
         return False
-    return _scan_config(problem).get("HB") == 2 and (problem.nheads // problem.ngroups) % 2 == 0
+    return launcher._scan_launch_config(table, problem.nheads, problem.ngroups).get("HB") == 2
 
 
 def test_the_model_layer_battery_runs_the_fast_scans_head_pairs():

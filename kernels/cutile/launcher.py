@@ -273,16 +273,23 @@ def _run_state(x, B, dtc, cs, init32, seq32, chunk_size, state_dtype, stream=Non
     return states, final
 
 
+def _scan_launch_config(prob: Problem, nheads: int, ngroups: int) -> dispatch.Config:
+    """chunk_scan's Config as launched: _launch_config's, with one head per block (HB=1) where a group
+    has an odd head count (a pair of heads shares its group's C and B)."""
+    cfg = _launch_config("chunk_scan", prob)
+    if cfg.get("HB") == 2 and (nheads // ngroups) % 2:
+        cfg = cfg.replace(HB=1)
+    return cfg
+
+
 def _run_scan(x, z, B, C, dtc, cs, states, D32, seq32, chunk_size, stream=None, prob=None):
     b, l, h, p = x.shape
     g = B.shape[2]
     nchunks = -(-l // chunk_size)
     out = torch.empty_like(x)
     prob = prob if prob is not None else _problem(x, B, chunk_size, seq32)
-    cfg = _launch_config("chunk_scan", prob)
+    cfg = _scan_launch_config(prob, h, g)
     _record("chunk_scan", prob)
-    if cfg.get("HB") == 2 and (h // g) % 2:
-        cfg = cfg.replace(HB=1)             # a pair shares its group's C and B: heads per group even
     bl = cfg.get("BL")
     tiles = b * nchunks * (chunk_size // bl) * -(-p // cfg.get("BP")) * h // cfg.get("HB")
     if cfg.get("PERSIST"):
@@ -736,10 +743,7 @@ def compile_key(problem) -> tuple:
     elif walk is not None:
         configs.append(walk)
     else:
-        scan = _launch_config("chunk_scan", prob)
-        if scan.get("HB") == 2 and (problem.nheads // problem.ngroups) % 2:
-            scan = scan.replace(HB=1)     # as _run_scan
-        configs += [_launch_config("chunk_state", prob), scan]
+        configs += [_launch_config("chunk_state", prob), _scan_launch_config(prob, problem.nheads, problem.ngroups)]
     if problem.varlen:
         configs.append(_config("varlen_state", Problem(problem.dtype, problem.headdim, problem.dstate,
                                                        problem.chunk_size)))
