@@ -20,6 +20,7 @@ per side is the median over rounds. Writes ab.json to --out and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -84,6 +85,23 @@ def segments_run(shape, chunk: int, force: int | None, device: str = "cuda") -> 
     return None if plan is None else plan[0]
 
 
+@contextlib.contextmanager
+def forced(override: dict, segments: int | None = None):
+    """The launcher with `override` (variant()'s KERNEL@CHUNK Configs) installed and, unless None, the
+    segmented walk forced at up to `segments` (SSDCHECK_CUTILE_SEGMENTS in this process); restored after."""
+    from kernels.cutile import launcher
+    saved, saved_segments = dict(launcher._OVERRIDE), launcher._SEGMENTS
+    launcher._OVERRIDE.update(override)
+    if segments is not None:
+        launcher._SEGMENTS = segments
+    try:
+        yield
+    finally:
+        launcher._OVERRIDE.clear()
+        launcher._OVERRIDE.update(saved)
+        launcher._SEGMENTS = saved_segments
+
+
 def run(shapes, changes, rounds: int, out: Path, log=print, segments: int | None = None) -> dict:
     import torch
 
@@ -105,16 +123,8 @@ def run(shapes, changes, rounds: int, out: Path, log=print, segments: int | None
                 return ssd_forward(**kw, chunk_size=chunk)
 
             def forward_b():
-                saved, saved_segments = dict(launcher._OVERRIDE), launcher._SEGMENTS
-                launcher._OVERRIDE.update(override)
-                if segments is not None:
-                    launcher._SEGMENTS = segments
-                try:
+                with forced(override, segments):
                     return ssd_forward(**kw, chunk_size=chunk)
-                finally:
-                    launcher._OVERRIDE.clear()
-                    launcher._OVERRIDE.update(saved)
-                    launcher._SEGMENTS = saved_segments
 
             try:
                 a, b = forward_a(), forward_b()

@@ -1,0 +1,184 @@
+"""Where the segmented walk's time goes: each kernel of the forward, per variant, in one process.
+
+    python -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 \\
+        --variant 4 --variant "8/chunk_walk:BN=64,SPLIT=1,occupancy=4" --out out/passes
+    python -m bench.segment_passes --shape ... --variant ... --list     # the plan (any machine)
+
+bench.ab_row times the whole forward; the segmented walk's prediction (bench.segments_model) splits
+it into the cumsum, pass 1 (segment_state), pass 2 (segment_pass) and pass 3 (chunk_walk on every
+segment), and the measured forward did not say which pass the model missed
+(kernels/cutile/NOTES.md). A variant is `S[/KERNEL:NAME=INT,...[/...]]`: the segmented walk forced at
+up to S segments (1: off, the table's two kernels), with the named constants and hints replaced in the
+rows the shape runs (bench.ab_row.variant; the walk's segment rows need BN given, since the row the
+table picks for a long shape is the walk's off row). The table itself (two kernels) always runs first.
+
+Per variant and shape: the forward eagerly and replayed from a CUDA graph (bench.race.bench_ms /
+graph_ms, medians), `--rounds` times alternating over the variants; then `--iters` forwards under
+torch.profiler, each kernel's median duration (CUDA activity) and launches per forward. Each
+variant's output is compared with the table's (normwise) first. Writes passes.json and prints a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+# cuTile's symbols carry the kernel function's name: a substring names the stage
+KERNELS = ("chunk_cumsum", "segment_state", "segment_pass", "chunk_walk", "chunk_state", "chunk_scan")
+
+
+def parse_variant(text: str) -> tuple[int, dict[str, dict[str, int]]]:
+    """'8/chunk_walk:BN=64,occupancy=4' -> (8, {"chunk_walk": {"BN": 64, "occupancy": 4}})."""
+    from bench.ab_row import parse_set
+    head, *sets = text.split("/")
+    if not head.strip().isdigit() or int(head) < 1:
+        raise ValueError(f"--variant: expected S[/KERNEL:NAME=INT,...] with S a positive integer (the most "
+                         f"segments; 1: off), got {text!r}")
+    return int(head), parse_set(sets)
+
+
+def plan(shape, chunk: int, variants) -> list[dict]:
+    """Per variant: its label, the segments the forward runs (None: another path), the overrides."""
+    from bench.ab_row import forced, segments_run, variant
+    out = [{"label": "table", "segments": segments_run(shape, chunk, None), "override": {}, "force": None}]
+    for text, (nseg, changes) in variants:
+        override = variant(shape, chunk, changes)
+        with forced(override):   # the walk's row as overridden decides whether the passes serve the shape
+            segs = segments_run(shape, chunk, nseg)
+        out.append({"label": text, "segments": segs, "override": override, "force": nseg})
+    return out
+
+
+def stage_of(name: str) -> str:
+    return next((k for k in KERNELS if k in name), "other")
+
+
+def profile_stages(fn, iters: int) -> dict[str, dict]:
+    """{stage: {"ms": median duration, "per_forward": launches per forward}} of `iters` calls of fn."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    durations: dict[str, list[float]] = {}
+    for evt in prof.events():
+        if evt.device_type == torch.autograd.DeviceType.CUDA and "memset" not in evt.name.lower() \
+                and "memcpy" not in evt.name.lower():
+            durations.setdefault(stage_of(evt.name), []).append(evt.time_range.elapsed_us() / 1e3)
+    return {k: {"ms": statistics.median(v), "per_forward": len(v) / iters} for k, v in durations.items()}
+
+
+def run(shapes, variants, rounds: int, iters: int, out: Path, log=print) -> dict:
+    import torch
+
+    from bench.ab_row import forced
+    from bench.race import bench_ms, environment, graph_ms, make_inputs, measure_ceilings, rel_err
+    from bench.roofline import floors_ms
+    from kernels.cutile import ssd_forward
+    ceilings = measure_ceilings()
+    doc = {"schema": "ssdcheck-segment-passes/1", "env": environment(), "ceilings": ceilings, "rounds": rounds,
+           "iters": iters, "rows": []}
+    for shape, chunks in shapes:
+        kw = make_inputs(shape, 0)
+        if shape.final_states:
+            kw["return_final_states"] = True
+        for chunk in chunks:
+            sides = plan(shape, chunk, variants)
+            fns = []
+            for side in sides:
+                def fwd(side=side):
+                    with forced(side["override"], side["force"]):
+                        return ssd_forward(**kw, chunk_size=chunk)
+                fns.append(fwd)
+            ref = fns[0]()
+            rows = []
+            for side, fn in zip(sides, fns):
+                row = {"shape": shape.id, "chunk": chunk, "variant": side["label"], "segments": side["segments"],
+                       "configs": {k: str(v) for k, v in side["override"].items()}}
+                try:
+                    got = fn()
+                    row["err_vs_table"] = rel_err(got[0], ref[0]) if shape.final_states else rel_err(got, ref)
+                except Exception as e:  # noqa: BLE001 - reported, the next variant still runs
+                    row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                rows.append(row)
+            times = [{"ms": [], "graph_ms": []} for _ in sides]
+            for _ in range(rounds):
+                for row, fn, t in zip(rows, fns, times):
+                    if "error" not in row:
+                        t["ms"].append(bench_ms(fn)["ms"])
+                        t["graph_ms"].append(graph_ms(fn)["ms"])
+            floor = floors_ms(shape, chunk, 4, ceilings["copy_GBps"])[0]   # the I/O floor at the copy rate
+            for row, fn, t in zip(rows, fns, times):
+                if "error" in row:
+                    continue
+                row.update(ms=statistics.median(t["ms"]), graph_ms=statistics.median(t["graph_ms"]),
+                           all=t, floor_ms=floor)
+                try:
+                    row["stages"] = profile_stages(fn, iters)
+                except Exception as e:  # noqa: BLE001 - a host without kernel tracing still gets its times
+                    row["stages"], row["stages_error"] = {}, f"{type(e).__name__}: {str(e)[:300]}"
+                row["x_floor"] = row["graph_ms"] / floor if floor else None
+            torch.cuda.synchronize()
+            for row in rows:
+                doc["rows"].append(row)
+                log(json.dumps({k: v for k, v in row.items() if k != "all"}))
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "passes.json").write_text(json.dumps(doc, indent=1))
+    return doc
+
+
+def table(doc: dict) -> str:
+    cols = [k for k in KERNELS if any(k in r.get("stages", {}) for r in doc["rows"])]
+    lines = ["| shape | variant | S | ms | graph ms | x floor | " + " | ".join(cols) + " | err vs table |",
+             "| --- | --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in cols) + " | ---: |"]
+    for r in doc["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['shape']} | {r['variant']} | {r['segments'] or '-'} | {r['error']} |")
+            continue
+        st = r["stages"]
+        cells = [f"{st[k]['ms'] * st[k]['per_forward']:.4f}" if k in st else "" for k in cols]
+        xf = f"{r['x_floor']:.2f}" if r.get("x_floor") else ""
+        lines.append(f"| {r['shape']} | {r['variant']} | {r['segments'] or '-'} | {r['ms']:.4f} | "
+                     f"{r['graph_ms']:.4f} | {xf} | " + " | ".join(cells) + f" | {r['err_vs_table']:.1e} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from bench.sweep_cutile import race_shape
+    ap = argparse.ArgumentParser(prog="python -m bench.segment_passes", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", action="append", required=True, metavar="ID[@CHUNKS]")
+    ap.add_argument("--variant", action="append", default=[], metavar="S[/KERNEL:NAME=INT,...]")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=20, help="profiled forwards per variant")
+    ap.add_argument("--list", action="store_true", help="print the plan and exit (no GPU)")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "passes")
+    args = ap.parse_args(argv)
+    try:
+        shapes = [race_shape(s) for s in args.shape]
+        variants = [(v, parse_variant(v)) for v in args.variant]
+        if not variants:
+            raise ValueError("--variant: give at least one (the table always runs)")
+        plans = [(shape, chunk, plan(shape, chunk, variants)) for shape, chunks in shapes for chunk in chunks]
+    except (ValueError, KeyError) as e:
+        ap.error(str(e))
+    if args.list:
+        for shape, chunk, sides in plans:
+            for side in sides:
+                print(f"{shape.id}@{chunk} {side['label']}: segments {side['segments'] or '-'}; "
+                      + "; ".join(f"{k} {v}" for k, v in side["override"].items()))
+        return 0
+    doc = run(shapes, variants, args.rounds, args.iters, args.out)
+    md = f"Command: `python -m bench.segment_passes {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
+    (args.out / "passes.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
