@@ -64,7 +64,10 @@ def variant(shape, chunk: int, changes: dict[str, dict[str, int]]) -> dict[str, 
     out = {}
     for kernel, values in changes.items():
         hints = {k: values[k] for k in ("occupancy", "worker_warps") if k in values}   # compiler hints, not constants
-        cfg = dispatch.choose(kernel, prob).replace(**{k: v for k, v in values.items() if k not in hints})
+        cfg = dispatch.choose(kernel, prob)
+        if kernel == "segment_state" and cfg.get("BN") == 0:   # no row segments; a forced walk runs SEGMENT_STATE
+            cfg = dispatch.SEGMENT_STATE
+        cfg = cfg.replace(**{k: v for k, v in values.items() if k not in hints})
         out[f"{kernel}@{chunk}"] = dataclasses.replace(cfg, **hints)
     return out
 

@@ -3,6 +3,8 @@
     python -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 \\
         --variant 4 --variant "8/chunk_walk:BN=64,SPLIT=1,occupancy=4" --out out/passes
     python -m bench.segment_passes --shape ... --variant ... --list     # the plan (any machine)
+    ncu --clock-control none --profile-from-start off --set full -o out/seg \
+        python -m bench.segment_passes --shape ... --variant 4 --profile-once   # why a pass is slow
 
 bench.ab_row times the whole forward; the segmented walk's prediction (bench.segments_model) splits
 it into the cumsum, pass 1 (segment_state), pass 2 (segment_pass) and pass 3 (chunk_walk on every
@@ -133,6 +135,29 @@ def run(shapes, variants, rounds: int, iters: int, out: Path, log=print) -> dict
     return doc
 
 
+def profile_once(shapes, variants, log=print) -> None:
+    """Each variant's forward twice (compiles), then once between cudaProfilerStart and Stop: under
+    `ncu --profile-from-start off` exactly one launch of each of its kernels is profiled."""
+    import torch
+
+    from bench.ab_row import forced
+    from bench.race import make_inputs
+    from kernels.cutile import ssd_forward
+    for shape, chunks in shapes:
+        kw = make_inputs(shape, 0)
+        for chunk in chunks:
+            for side in plan(shape, chunk, variants):
+                with forced(side["override"], side["force"]):
+                    for _ in range(2):
+                        ssd_forward(**kw, chunk_size=chunk)
+                    torch.cuda.synchronize()
+                    torch.cuda.cudart().cudaProfilerStart()
+                    ssd_forward(**kw, chunk_size=chunk)
+                    torch.cuda.synchronize()
+                    torch.cuda.cudart().cudaProfilerStop()
+                log(f"profiled {shape.id}@{chunk} {side['label']} (segments {side['segments'] or '-'})")
+
+
 def table(doc: dict) -> str:
     cols = [k for k in KERNELS if any(k in r.get("stages", {}) for r in doc["rows"])]
     lines = ["| shape | variant | S | ms | graph ms | x floor | " + " | ".join(cols) + " | err vs table |",
@@ -157,6 +182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20, help="profiled forwards per variant")
     ap.add_argument("--list", action="store_true", help="print the plan and exit (no GPU)")
+    ap.add_argument("--profile-once", action="store_true",
+                    help="no timing: one forward per variant inside a CUDA profiler range (for ncu)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "passes")
     args = ap.parse_args(argv)
     try:
@@ -172,6 +199,9 @@ def main(argv=None) -> int:
             for side in sides:
                 print(f"{shape.id}@{chunk} {side['label']}: segments {side['segments'] or '-'}; "
                       + "; ".join(f"{k} {v}" for k, v in side["override"].items()))
+        return 0
+    if args.profile_once:
+        profile_once(shapes, variants)
         return 0
     doc = run(shapes, variants, args.rounds, args.iters, args.out)
     md = f"Command: `python -m bench.segment_passes {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
