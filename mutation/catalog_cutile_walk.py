@@ -47,10 +47,10 @@ MUTANTS = (
        "ct.store(final, (bi, 0, ptile, 0), walked"),
     _m("fw_y_from_next_state", "state",
        "y of a chunk computed from the state leaving it instead of the one entering it",
-       "yt = ct.mma(ck, ct.transpose(walked.astype(Cm.dtype)), ct.zeros((BL, BP), ct.float32))",
+       "yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))",
        "yt = ct.mma(ck, ct.transpose((walked * ct.exp2(ct.extract(cst, (BL - 1,), shape=(1,))).reshape((1, 1)) "
        "+ ct.mma(ct.transpose(xt), (bk.astype(ct.float32) * (dtt * ct.exp2(ct.extract(cst, (BL - 1,), shape=(1,)) "
-       "- cst))[:, None]).astype(x.dtype), ct.zeros((BP, BN), ct.float32))).astype(Cm.dtype)), "
+       "- cst))[:, None]).astype(xt.dtype), ct.zeros((BP, BN), ct.float32))).astype(ck.dtype)), "
        "ct.zeros((BL, BP), ct.float32))"),
     _m("fw_taken_unaligned", "seq_idx",
        "the walk also taken for unaligned problems and with seq_idx (it has no masks)",

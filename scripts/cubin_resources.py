@@ -24,7 +24,7 @@ reports/2026-11-30-dlat-rows.md: the FAST scan 168 registers and a 528 B frame t
 
     python scripts/cubin_resources.py --compile-config chunk_walk:BN=64,SPLIT=1,BP=32 --shape b8-l2048-h32-p64-n64-g1@64
 
-`--compile-config SPEC` compiles each kernel an override names (SSDCHECK_CUTILE_CONFIG syntax) in the
+`--compile-config SPEC [--out DIR]` compiles each kernel an override names (SSDCHECK_CUTILE_CONFIG syntax) in the
 JIT specialization of `--shape`, with the override in force while the launches are recorded.
 `--shape ID[@CHUNK]` needs no GPU and no profiler: it runs the forward on CPU tensors with its CUDA
 calls stubbed and derives each launch's specialization by the JIT's rule (modelled, and checked
@@ -252,6 +252,10 @@ def main(argv=None) -> int:
         # one override (SSDCHECK_CUTILE_CONFIG syntax) compiled in the JIT specialization of a race shape
         # where that override is in force: a new path's registers and frame before any GPU time
         from kernels.cutile import dispatch, launcher
+        out_dir = None
+        if "--out" in args:
+            out_dir = args[args.index("--out") + 1]
+            del args[args.index("--out"):args.index("--out") + 2]
         cfgs = dispatch.parse_configs(args[1], "--compile-config")
         sid, _, chunk = args[args.index("--shape") + 1].partition("@")
         launcher._OVERRIDE.update(cfgs)
@@ -262,6 +266,9 @@ def main(argv=None) -> int:
                 print(f"{kernel}: not launched at {sid} with this override", flush=True)
                 continue
             blob, secs = compile_like(kernel, cfg, syms[kernel])
+            if out_dir:
+                with open(f"{out_dir}/{kernel}-{cfg}-{sid}-sm_90.cubin".replace(",", "_"), "wb") as f:
+                    f.write(blob)
             print(f"{kernel} {cfg} at {sid}: {secs:.1f} s, {next(iter(resources(blob).values()))}", flush=True)
         return 0
     if args[:1] == ["--compile-scan"]:

@@ -447,3 +447,35 @@ def test_segments_model_sets_the_prediction_beside_measured_ab_rows():
     pred = segments_model.predict(next(s for s in segments_model.long_shapes() if s.id == sid))
     assert cells[:5] == [sid, f"{pred.floor_ms:.3f}", "4", f"{pred.ms:.3f}", "0.550"]
     assert cells[5:] == ["0.700", "0.490", f"{0.49 / 0.55:.2f}", f"{0.49 / pred.floor_ms:.2f}", f"{pred.ms / 0.49:.2f}"]
+
+
+def test_segment_passes_variants_name_segments_and_rows_and_report_each_kernel():
+    """bench.segment_passes: a variant is S[/KERNEL:NAME=INT,...]; its segments are those the forward runs
+    under its override (a walk row whose BN is not the dstate serves no segments); the table's column per
+    kernel is its median duration times its launches per forward; a bad variant fails before GPU work."""
+    from bench import segment_passes
+    from bench.sweep_cutile import race_shape
+    assert segment_passes.parse_variant("8/chunk_walk:BN=64,occupancy=4") == (8, {"chunk_walk": {"BN": 64, "occupancy": 4}})
+    assert segment_passes.parse_variant("4") == (4, {})
+    for bad in ("0", "x/chunk_walk:BN=64", "4/chunk_walk:BN"):
+        with pytest.raises(ValueError):
+            segment_passes.parse_variant(bad)
+    shape, _ = race_shape("b2-l32768-h32-p64-n64-g1")
+    sides = segment_passes.plan(shape, 64, [(v, segment_passes.parse_variant(v)) for v in
+                                            ("4", "8/chunk_walk:BN=64,SPLIT=1,occupancy=4",
+                                             "4/chunk_walk:BN=128,FACT=1,SPLIT=1", "4/segment_state:BN=64")])
+    assert [s["segments"] for s in sides] == [None, 4, 8, None, 4]
+    assert str(sides[4]["override"]["segment_state@64"]) == "BL=64,BP=64,BN=64,LAT=0,DLAT=4,SPLIT=1,occupancy=4"
+    assert segment_passes.stage_of("segment_state_kernel_Kt2_A4bf16") == "segment_state"
+    assert segment_passes.stage_of("void at::native::elementwise") == "other"
+    row = {"shape": shape.id, "variant": "4", "segments": 4, "ms": 0.49, "graph_ms": 0.48, "x_floor": 3.7,
+           "err_vs_table": 3e-5, "stages": {"segment_state": {"ms": 0.128, "per_forward": 1.0},
+                                            "chunk_cumsum": {"ms": 0.006, "per_forward": 2.0}}}
+    lines = segment_passes.table({"rows": [row, {"shape": shape.id, "variant": "8", "segments": 8, "error": "E"}]})
+    lines = lines.splitlines()
+    assert lines[0].split(" | ")[6:8] == ["chunk_cumsum", "segment_state"]
+    assert "| 0.0120 | 0.1280 |" in lines[2] and lines[3].endswith("| E |")
+    with pytest.raises(SystemExit):
+        segment_passes.main(["--shape", shape.id])                       # no variant
+    with pytest.raises(SystemExit):
+        segment_passes.main(["--shape", shape.id, "--variant", "4/chunk_walk:NOPE=1"])

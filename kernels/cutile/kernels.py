@@ -571,7 +571,7 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], PF: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -583,7 +583,10 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     price is parallelism: b * h * cdiv(p, BP) blocks, each a chain of nchunks steps, so the table
     takes it only where there are blocks enough to fill the GPU.
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
-    into it. x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
+    into it. PF=1 issues chunk c+1's loads before chunk c's products (the loads carried in the loop; past
+    the last chunk they read zero padding, unused), PF=2 only its cumsum and dt: on the H200 the walk's
+    warps spent 64% of their stalls waiting on loads (reports/2026-12-04-segment-passes.md). x, z, out (b,l,h,p); Bm, Cm
+    (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
     head = ct.bid(1)
@@ -592,19 +595,63 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     walked = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
         walked = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
-    for c in range(nchunks):
-        cst = ct.load(cs, (bi, head, c), shape=(1, 1, BL)).reshape((BL,))
-        dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, BL)).reshape((BL,))
-        xt = ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
-                     latency=_lat(LAT)).reshape((BL, BP))
-        ck = ct.load(Cm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
-        bk = ct.load(Bm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
-        yt = ct.mma(ck, ct.transpose(walked.astype(Cm.dtype)), ct.zeros((BL, BP), ct.float32))
-        scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
-        yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
-        _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
-        walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
+    if PF == 1:
+        cst, dtt = _walk_decays(dtc, cs, bi, 0, head, BL)
+        xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, 0, head, grp, ptile, BL, BP, BN, LAT)
+        for c in range(nchunks):
+            nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
+            nxt_tiles = _walk_tiles(x, Bm, Cm, bi, c + 1, head, grp, ptile, BL, BP, BN, LAT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            cst, dtt = nxt
+            xt, ck, bk = nxt_tiles
+    elif PF == 2:   # only the cumsum and dt ahead: their loads are small, the tiles stay where they were
+        cst, dtt = _walk_decays(dtc, cs, bi, 0, head, BL)
+        for c in range(nchunks):
+            nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
+            xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            cst, dtt = nxt
+    else:
+        for c in range(nchunks):
+            cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
+            xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
+
+
+@_relocatable
+def _walk_decays(dtc, cs, bi, c, head, BL: ct.Constant[int]):
+    """Chunk c's cumsum and dt rows of the walk; zero past the last chunk."""
+    cst = ct.load(cs, (bi, head, c), shape=(1, 1, BL), padding_mode=ZERO).reshape((BL,))
+    dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, BL), padding_mode=ZERO).reshape((BL,))
+    return cst, dtt
+
+
+@_relocatable
+def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct.Constant[int],
+                BN: ct.Constant[int], LAT: ct.Constant[int]):
+    """Chunk c's x, C and B tiles of the walk; zero past the last chunk."""
+    xt = ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
+                 latency=_lat(LAT)).reshape((BL, BP))
+    ck = ct.load(Cm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
+    bk = ct.load(Bm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
+    return xt, ck, bk
+
+
+@_relocatable
+def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
+                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
+                FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
+    """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it."""
+    yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))
+    scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
+    yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
+    _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
+    walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
+    return walked
 
 
 @_relocatable
