@@ -88,6 +88,22 @@ def segments_run(shape, chunk: int, force: int | None, device: str = "cuda") -> 
     return None if plan is None else plan[0]
 
 
+def write_table(path: Path, module: str, argv, text: str) -> None:
+    """The command line and the table, written to `path` and printed."""
+    md = f"Command: `python -m {module} {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{text}\n"
+    path.write_text(md)
+    print(md)
+
+
+def forward_kwargs(shape) -> dict:
+    """The race's inputs for `shape` (seed 0), asking for the final states where the shape returns them."""
+    from bench.race import make_inputs
+    kw = make_inputs(shape, 0)
+    if shape.final_states:
+        kw["return_final_states"] = True
+    return kw
+
+
 @contextlib.contextmanager
 def forced(override: dict, segments: int | None = None):
     """The launcher with `override` (variant()'s KERNEL@CHUNK Configs) installed and, unless None, the
@@ -108,14 +124,12 @@ def forced(override: dict, segments: int | None = None):
 def run(shapes, changes, rounds: int, out: Path, log=print, segments: int | None = None) -> dict:
     import torch
 
-    from bench.race import bench_ms, environment, graph_ms, make_inputs, rel_err
+    from bench.race import bench_ms, environment, graph_ms, rel_err
     from kernels.cutile import launcher, ssd_forward
     doc = {"schema": "ssdcheck-ab-row/1", "env": environment(), "set": changes, "segments": segments,
            "rounds": rounds, "rows": []}
     for shape, chunks in shapes:
-        kw = make_inputs(shape, 0)
-        if shape.final_states:
-            kw["return_final_states"] = True
+        kw = forward_kwargs(shape)
         for chunk in chunks:
             override = variant(shape, chunk, changes)
             row = {"shape": shape.id, "chunk": chunk, "b_configs": {k: str(v) for k, v in override.items()},
@@ -193,9 +207,7 @@ def main(argv=None) -> int:
     except (ValueError, KeyError) as e:
         ap.error(str(e))
     doc = run(shapes, changes, args.rounds, args.out, segments=args.segments)
-    md = f"Command: `python -m bench.ab_row {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
-    (args.out / "ab.md").write_text(md)
-    print(md)
+    write_table(args.out / "ab.md", "bench.ab_row", argv, table(doc))
     return 0
 
 

@@ -79,17 +79,15 @@ def profile_stages(fn, iters: int) -> dict[str, dict]:
 def run(shapes, variants, rounds: int, iters: int, out: Path, log=print) -> dict:
     import torch
 
-    from bench.ab_row import forced
-    from bench.race import bench_ms, environment, graph_ms, make_inputs, measure_ceilings, rel_err
+    from bench.ab_row import forced, forward_kwargs
+    from bench.race import bench_ms, environment, graph_ms, measure_ceilings, rel_err
     from bench.roofline import floors_ms
     from kernels.cutile import ssd_forward
     ceilings = measure_ceilings()
     doc = {"schema": "ssdcheck-segment-passes/1", "env": environment(), "ceilings": ceilings, "rounds": rounds,
            "iters": iters, "rows": []}
     for shape, chunks in shapes:
-        kw = make_inputs(shape, 0)
-        if shape.final_states:
-            kw["return_final_states"] = True
+        kw = forward_kwargs(shape)
         for chunk in chunks:
             sides = plan(shape, chunk, variants)
             fns = []
@@ -140,11 +138,10 @@ def profile_once(shapes, variants, log=print) -> None:
     `ncu --profile-from-start off` exactly one launch of each of its kernels is profiled."""
     import torch
 
-    from bench.ab_row import forced
-    from bench.race import make_inputs
+    from bench.ab_row import forced, forward_kwargs
     from kernels.cutile import ssd_forward
     for shape, chunks in shapes:
-        kw = make_inputs(shape, 0)
+        kw = forward_kwargs(shape)
         for chunk in chunks:
             for side in plan(shape, chunk, variants):
                 with forced(side["override"], side["force"]):
@@ -203,10 +200,9 @@ def main(argv=None) -> int:
     if args.profile_once:
         profile_once(shapes, variants)
         return 0
+    from bench.ab_row import write_table
     doc = run(shapes, variants, args.rounds, args.iters, args.out)
-    md = f"Command: `python -m bench.segment_passes {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n{table(doc)}\n"
-    (args.out / "passes.md").write_text(md)
-    print(md)
+    write_table(args.out / "passes.md", "bench.segment_passes", argv, table(doc))
     return 0
 
 
