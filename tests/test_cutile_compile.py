@@ -369,19 +369,19 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
     occupancy 2 (128 registers) both rows compiled with no frame on the H200 (reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
-    at the benchmark shapes the rows serve, before it costs GPU time. The same for the PF=2 candidate
-    (the next chunk's cumsum and dt loaded ahead), which no row takes until a GPU has timed it; PF=1
-    (every load ahead) spills a 48 B frame at dstate 64 and needs 235 registers at 128, so it is not held
-    to this."""
+    at the benchmark shapes the rows serve, before it costs GPU time. The same for the candidates no row
+    takes until a GPU has timed them: PF=2 (the next chunk's cumsum and dt loaded ahead) and HD=1 (D's row
+    loaded once, before the chunk loop), alone and together. PF=1 (every load ahead) spills a 48 B frame
+    at dstate 64 and needs 235 registers at 128, so it is not held to this."""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
     for sid, row in (("b8-l2048-h32-p64-n64-g1", 0), ("b8-l2048-h32-p64-n128-g1", 1)):
-        for pf in (0, 2):
-            cfg = dispatch.TABLE["chunk_walk"][row].config.replace(PF=pf)
+        for pf, hd in ((0, 0), (2, 0), (0, 1), (2, 1)):
+            cfg = dispatch.TABLE["chunk_walk"][row].config.replace(PF=pf, HD=hd)
             blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
             res = next(iter(cr.resources(blob).values()))
-            assert res["frame"] == 0 and res["regcount"] <= 128, (sid, pf, res)
-            assert res["smem"] <= 114 * 1024, (sid, pf, res)      # two blocks fit an H200 SM's 228 KB
+            assert res["frame"] == 0 and res["regcount"] <= 128, (sid, pf, hd, res)
+            assert res["smem"] <= 114 * 1024, (sid, pf, hd, res)      # two blocks fit an H200 SM's 228 KB
 
 
 def test_match_selects_units_by_their_text_and_refuses_a_text_no_unit_has(capsys):

@@ -131,12 +131,13 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, PF=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, PF=0, HD=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
     state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
-    PF=1: the next chunk's loads issued before this chunk's products, PF=2 only its cumsum and dt (no
-    row takes either yet)."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, PF=PF), occupancy, worker_warps)
+    PF=1: the next chunk's loads issued before this chunk's products, PF=2 only its cumsum and dt; HD=1:
+    D's row loaded once, before the chunk loop (no row takes these yet)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, PF=PF, HD=HD), occupancy,
+                  worker_warps)
 
 
 WALK_OFF = walk_config()

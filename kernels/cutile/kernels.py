@@ -491,6 +491,12 @@ def _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL: ct.C
     """The D skip and z gate of a finished row tile, then its store."""
     if has_d != 0:
         yt = yt + xt.astype(ct.float32) * _d_row(D, head, ptile, BP)
+    _gate_store(yt, z, out, bi, blk, head, ptile, has_z, BL, BP)
+
+
+@_relocatable
+def _gate_store(yt, z, out, bi, blk, head, ptile, has_z, BL: ct.Constant[int], BP: ct.Constant[int]):
+    """The z gate of a finished row tile (D already added), then its store."""
     if has_z != 0:
         zt = ct.load(z, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO).reshape((BL, BP)).astype(ct.float32)
         yt = yt * (zt / (1.0 + ct.exp(-zt)))
@@ -571,7 +577,8 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], PF: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], PF: ct.Constant[int],
+                      HD: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -585,7 +592,8 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
     into it. PF=1 issues chunk c+1's loads before chunk c's products (the loads carried in the loop; past
     the last chunk they read zero padding, unused), PF=2 only its cumsum and dt: on the H200 the walk's
-    warps spent 64% of their stalls waiting on loads (reports/2026-12-04-segment-passes.md). x, z, out (b,l,h,p); Bm, Cm
+    warps spent 64% of their stalls waiting on loads (reports/2026-12-04-segment-passes.md). HD=1 loads
+    D's row once before the chunk loop: at HD=0 every chunk reloads it, D's one global (not TMA) load. x, z, out (b,l,h,p); Bm, Cm
     (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
@@ -595,14 +603,18 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     walked = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
         walked = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+    dv = ct.zeros((1, BP), ct.float32)
+    if HD != 0:
+        if has_d != 0:
+            dv = _d_row(D, head, ptile, BP)
     if PF == 1:
         cst, dtt = _walk_decays(dtc, cs, bi, 0, head, BL)
         xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, 0, head, grp, ptile, BL, BP, BN, LAT)
         for c in range(nchunks):
             nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
             nxt_tiles = _walk_tiles(x, Bm, Cm, bi, c + 1, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
             cst, dtt = nxt
             xt, ck, bk = nxt_tiles
     elif PF == 2:   # only the cumsum and dt ahead: their loads are small, the tiles stay where they were
@@ -610,15 +622,15 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
         for c in range(nchunks):
             nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
             xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
             cst, dtt = nxt
     else:
         for c in range(nchunks):
             cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
             xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
 
 
@@ -642,14 +654,20 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 
 
 @_relocatable
-def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, out, bi, c, head, ptile, has_d, has_z,
+def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-                FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
-    """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it."""
+                FACT: ct.Constant[int], SPLIT: ct.Constant[int], HD: ct.Constant[int]):
+    """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it.
+    dv: D's row, loaded before the loop where HD=1 (else unused: the store loads it)."""
     yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))
     scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
     yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
-    _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
+    if HD != 0:
+        if has_d != 0:
+            yt = yt + xt.astype(ct.float32) * dv
+        _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
+    else:
+        _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
     walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
     return walked
 
