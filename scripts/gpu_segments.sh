@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab" WORKERS=16 SUITE_S=420
-# The segmented walk (issue 27) on a GPU host, gated before it is raced, in five parts (PART picks
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes" WORKERS=16 SUITE_S=420
+# The segmented walk (issue 27) on a GPU host, gated before it is raced, in six parts (PART picks
 # some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
 #   suite    tests/test_properties.py + test_regressions.py --impl cutile with SSDCHECK_CUTILE_SEGMENTS=4
@@ -16,6 +16,9 @@
 #            dstate 64/128 shapes: bf16 without final states at every seqlen >= 16K, heads and groups,
 #            plus 2x32K g1 with final states and in fp16 (36 rows per N, ~2-3 min each). The race part
 #            times the table only (the segmented walk is forced per process; ab switches it per call).
+#   passes   bench.segment_passes: each kernel of the segmented walk per variant beside the table's two
+#            kernels, at 2x32K h32 dstate 64 and 128, with the walk's load candidates PF=1, PF=2, HD=1 and
+#            PF=2+HD=1; and the table's own walk rows at 8x2K with HD=1 (DIR/passes-*/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
 # and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
 set -uo pipefail
@@ -49,7 +52,15 @@ for n in (64, 128):
            done ;;
     catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s "${CATALOG_S:-240}" --no-baseline \
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog or ab" >&2; exit 2 ;;
+    passes) w64="chunk_walk:BN=64,SPLIT=1"; w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant 4 --variant "4/$w64,PF=1" \
+             --variant "4/$w64,PF=2" --variant "4/$w64,HD=1" --variant "4/$w64,PF=2,HD=1" \
+             --out "$DEST/passes-n64" 2>&1 | tee "$DEST/passes.log"
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128,PF=2" \
+             --variant "4/$w128,HD=1" --variant "4/$w128,PF=2,HD=1" --out "$DEST/passes-n128" 2>&1 | tee -a "$DEST/passes.log"
+           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
+             --variant "1/chunk_walk:HD=1" --out "$DEST/passes-walk" 2>&1 | tee -a "$DEST/passes.log" ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab or passes" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done
