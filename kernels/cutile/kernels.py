@@ -593,8 +593,8 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     into it. PF=1 issues chunk c+1's loads before chunk c's products (the loads carried in the loop; past
     the last chunk they read zero padding, unused), PF=2 only its cumsum and dt: on the H200 the walk's
     warps spent 64% of their stalls waiting on loads (reports/2026-12-04-segment-passes.md). HD=1 loads
-    D's row once before the chunk loop: at HD=0 every chunk reloads it, D's one global (not TMA) load. x, z, out (b,l,h,p); Bm, Cm
-    (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
+    D's row once before the chunk loop; at HD=0 every chunk reloads it, the walk's one load that is not
+    TMA. x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
     head = ct.bid(1)
