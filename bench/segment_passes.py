@@ -3,14 +3,14 @@
     python -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 \\
         --variant 4 --variant "8/chunk_walk:BN=64,SPLIT=1,occupancy=4" --out out/passes
     python -m bench.segment_passes --shape ... --variant ... --list     # the plan (any machine)
-    ncu --clock-control none --profile-from-start off --set full -o out/seg \
+    ncu --clock-control none --profile-from-start off --set full -o out/seg \\
         python -m bench.segment_passes --shape ... --variant 4 --profile-once   # why a pass is slow
 
 bench.ab_row times the whole forward; the segmented walk's prediction (bench.segments_model) splits
 it into the cumsum, pass 1 (segment_state), pass 2 (segment_pass) and pass 3 (chunk_walk on every
 segment), and the measured forward did not say which pass the model missed
 (kernels/cutile/NOTES.md). A variant is `S[/KERNEL:NAME=INT,...[/...]]`: the segmented walk forced at
-up to S segments (1: off, the table's two kernels), with the named constants and hints replaced in the
+up to S segments (1: off, the table's own path), with the named constants and hints replaced in the
 rows the shape runs (bench.ab_row.variant; the walk's segment rows need BN given, since the row the
 table picks for a long shape is the walk's off row). The table itself (two kernels) always runs first.
 
