@@ -24,8 +24,10 @@ reports/2026-11-30-dlat-rows.md: the FAST scan 168 registers and a 528 B frame t
 
     python scripts/cubin_resources.py --compile-config chunk_walk:BN=64,SPLIT=1,BP=32 --shape b8-l2048-h32-p64-n64-g1@64
 
-`--compile-config SPEC [--out DIR]` compiles each kernel an override names (SSDCHECK_CUTILE_CONFIG syntax) in the
-JIT specialization of `--shape`, with the override in force while the launches are recorded.
+`--compile-config SPEC [--out DIR] [--remarks]` compiles each kernel an override names
+(SSDCHECK_CUTILE_CONFIG syntax) in the JIT specialization of `--shape`, with the override in force
+while the launches are recorded; `--remarks` prints tileiras's remarks per source line (which loads
+became TMA, which fell back and why, which products took tensor cores), read from a fresh compile cache.
 `--shape ID[@CHUNK]` needs no GPU and no profiler: it runs the forward on CPU tensors with its CUDA
 calls stubbed and derives each launch's specialization by the JIT's rule (modelled, and checked
 against the symbol ncu recorded at that shape).
@@ -230,8 +232,54 @@ def compile_sweep(match: str, jobs: int, like: dict | None = None) -> None:
             print(line, flush=True)
 
 
+def parse_remarks(text: str) -> list[dict]:
+    """tileiras's YAML remarks (`--remarks=all --remark-format=yaml`, as cuTile keeps them in its compile
+    cache) -> [{"kind": "Passed"|"Failure"|..., "name", "line", and the remark's Args}], by line."""
+    out = []
+    for doc in text.split("--- !")[1:]:
+        name = re.search(r"^Name:\s+(\S+)", doc, re.M)
+        line = re.search(r"DebugLoc:.*Line: (\d+)", doc)
+        entry = {"kind": doc.split("\n", 1)[0].strip(), "name": name.group(1) if name else "?",
+                 "line": int(line.group(1)) if line else 0}
+        entry.update((k, v.strip().strip("'")) for k, v in re.findall(r"^\s+- (\w+):\s+(.*)$", doc, re.M)
+                     if k != "RemarkId")
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["line"], e["name"]))
+
+
+def cached_remarks(cache_dir: str, seen: set) -> list[tuple[str, list[dict]]]:
+    """(kernel symbol, remarks) of each entry of cuTile's compile cache in `cache_dir` not in `seen`
+    (its keys, updated): tileiras's remarks are kept in the entry's metadata."""
+    import json
+    import sqlite3
+    db = os.path.join(cache_dir, "cache.db")
+    if not os.path.exists(db):
+        return []
+    out = []
+    with sqlite3.connect(db) as con:
+        for key, meta in con.execute("select key, metadata from cache"):
+            if key in seen:
+                continue
+            seen.add(key)
+            m = json.loads(meta or "{}")
+            out.append(((m.get("kernel_names") or ["?"])[0], parse_remarks(m.get("remarks", ""))))
+    return out
+
+
+def remark_line(e: dict) -> str:
+    what = e.get("Instruction") or e.get("Reason") or e.get("Remark", "")
+    shape = f" {e['Shape']}" if "Shape" in e else ""
+    return f"  line {e['line']:4d} {e['kind']:8s} {e['name'].removeprefix('RemarkMemory').removeprefix('Remark')}: {what}{shape}"
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    remarks_dir = None
+    if "--remarks" in args:   # before cuTile reads its cache directory: a fresh one holds only these compiles
+        import tempfile
+        args.remove("--remarks")
+        remarks_dir = tempfile.mkdtemp(prefix="cutile-remarks-")
+        os.environ["CUDA_TILE_CACHE_DIR"] = remarks_dir
     if args[:1] == ["--same-code"]:
         a, b = (text_of(open(f, "rb").read()) for f in args[1:3])
         same = list(a.values()) == list(b.values())
@@ -260,12 +308,17 @@ def main(argv=None) -> int:
         sid, _, chunk = args[args.index("--shape") + 1].partition("@")
         launcher._OVERRIDE.update(cfgs)
         syms = launch_symbols(sid, int(chunk or 64))
+        seen: set = set()
         for key, cfg in cfgs.items():
             kernel = key.partition("@")[0]
             if kernel not in syms:
                 print(f"{kernel}: not launched at {sid} with this override", flush=True)
                 continue
             blob, secs = compile_like(kernel, cfg, syms[kernel])
+            if remarks_dir:
+                for _, found in cached_remarks(remarks_dir, seen):
+                    print(f"{kernel} {cfg}: tileiras's remarks, by source line of kernels/cutile/kernels.py")
+                    print("\n".join(remark_line(e) for e in found), flush=True)
             if out_dir:
                 with open(f"{out_dir}/{kernel}-{cfg}-{sid}-sm_90.cubin".replace(",", "_"), "wb") as f:
                     f.write(blob)

@@ -392,3 +392,42 @@ def test_match_selects_units_by_their_text_and_refuses_a_text_no_unit_has(capsys
     with pytest.raises(SystemExit) as stop:
         compile_matrix.main(["--list", "--match", "no_such_kernel"])
     assert stop.value.code == 2 and "--match" in capsys.readouterr().err
+
+
+def test_remarks_are_read_per_source_line_from_the_yaml_tileiras_writes():
+    cr = _cubin_resources()
+    text = ("--- !Passed\nPass: Memory\nName: RemarkMemoryLoadInstructionSelected\n"
+            "DebugLoc: { File: 'kernels/cutile/kernels.py', Line: 640, Column: 10 }\nArgs:\n"
+            "  - RemarkId: 5\n  - Remark: Load instruction selected\n  - Instruction: TMA Load instruction\n"
+            "  - Shape: '[32, 1, 1]'\n...\n--- !Failure\nPass: Memory\nName: RemarkMemoryTmaLoadFailed\n"
+            "DebugLoc: { File: 'kernels/cutile/kernels.py', Line: 363, Column: 18 }\nArgs:\n"
+            "  - RemarkId: 15\n  - Reason: leading tile dimension not 16-byte aligned\n...\n")
+    got = cr.parse_remarks(text)
+    assert [(e["line"], e["kind"], e["name"]) for e in got] == [
+        (363, "Failure", "RemarkMemoryTmaLoadFailed"), (640, "Passed", "RemarkMemoryLoadInstructionSelected")]
+    assert got[1]["Instruction"] == "TMA Load instruction" and got[1]["Shape"] == "[32, 1, 1]"
+    assert cr.remark_line(got[0]).endswith("TmaLoadFailed: leading tile dimension not 16-byte aligned")
+
+
+@pytest.mark.compile
+def test_the_walks_one_load_that_is_not_tma_is_ds_and_hd_takes_it_out_of_the_loop():
+    """tileiras's remarks (`scripts/cubin_resources.py --remarks`): at the walk's row every load is TMA but
+    D's, whose (h, 1) one-element tile fails TMA's 16-byte alignment and becomes an LDGSTS (the store
+    issues it in every chunk); with HD=1, which loads it before the loop, it is a plain global load. What
+    NOTES.md's load candidates rest on: a new load that misses TMA fails this."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    src = (root / "kernels" / "cutile" / "kernels.py").read_text().splitlines()
+    d_line = 1 + next(i for i, t in enumerate(src) if "dv = dv + ct.load(D, (head, 0), shape=(1, 1))" in t)
+    found = {}
+    for hd in (0, 1):
+        out = subprocess.run([sys.executable, str(root / "scripts" / "cubin_resources.py"), "--compile-config",
+                              f"chunk_walk:BN=64,SPLIT=1,HD={hd}", "--shape", "b8-l2048-h32-p64-n64-g1@64",
+                              "--remarks"], capture_output=True, text=True, timeout=600, cwd=root)
+        assert out.returncode == 0, out.stderr[-2000:]
+        loads = re.findall(r"line +(\d+) Passed +LoadInstructionSelected: (.+?)(?: \[|$)", out.stdout, re.M)
+        found[hd] = {(int(line), what) for line, what in loads if not what.startswith("TMA")}
+    assert found[0] == {(d_line, "Ldgsts instruction")}, found
+    assert found[1] == {(d_line, "Global-memory load instruction")}, found
