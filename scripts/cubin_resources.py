@@ -272,12 +272,24 @@ def remark_line(e: dict) -> str:
     return f"  line {e['line']:4d} {e['kind']:8s} {e['name'].removeprefix('RemarkMemory').removeprefix('Remark')}: {what}{shape}"
 
 
+def _take(args: list, flag: str, default=None):
+    """The value after `flag` in `args` (both removed), or `default` where the flag is absent."""
+    if flag not in args:
+        return default
+    i = args.index(flag)
+    value = args[i + 1]
+    del args[i:i + 2]
+    return value
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     remarks_dir = None
     if "--remarks" in args:   # before cuTile reads its cache directory: a fresh one holds only these compiles
         import tempfile
         args.remove("--remarks")
+        if args[:1] != ["--compile-config"]:
+            raise SystemExit("--remarks: only with --compile-config")
         remarks_dir = tempfile.mkdtemp(prefix="cutile-remarks-")
         os.environ["CUDA_TILE_CACHE_DIR"] = remarks_dir
     if args[:1] == ["--same-code"]:
@@ -300,10 +312,7 @@ def main(argv=None) -> int:
         # one override (SSDCHECK_CUTILE_CONFIG syntax) compiled in the JIT specialization of a race shape
         # where that override is in force: a new path's registers and frame before any GPU time
         from kernels.cutile import dispatch, launcher
-        out_dir = None
-        if "--out" in args:
-            out_dir = args[args.index("--out") + 1]
-            del args[args.index("--out"):args.index("--out") + 2]
+        out_dir = _take(args, "--out")
         cfgs = dispatch.parse_configs(args[1], "--compile-config")
         sid, _, chunk = args[args.index("--shape") + 1].partition("@")
         launcher._OVERRIDE.update(cfgs)
@@ -325,13 +334,7 @@ def main(argv=None) -> int:
             print(f"{kernel} {cfg} at {sid}: {secs:.1f} s, {next(iter(resources(blob).values()))}", flush=True)
         return 0
     if args[:1] == ["--compile-scan"]:
-        out_dir, occ = None, 3
-        if "--out" in args:
-            out_dir = args[args.index("--out") + 1]
-            del args[args.index("--out"):args.index("--out") + 2]
-        if "--occ" in args:
-            occ = int(args[args.index("--occ") + 1])
-            del args[args.index("--occ"):args.index("--occ") + 2]
+        out_dir, occ = _take(args, "--out"), int(_take(args, "--occ", 3))
         dtype, bn = args[1], int(args[2])
         blob, secs = compile_scan(dtype, bn, occ=occ)
         if out_dir:
