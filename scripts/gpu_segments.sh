@@ -18,7 +18,8 @@
 #            times the table only (the segmented walk is forced per process; ab switches it per call).
 #   passes   bench.segment_passes: each kernel of the segmented walk per variant beside the table's two
 #            kernels, at 2x32K h32 dstate 64 and 128, with the walk's load candidates PF=1, PF=2, HD=1 and
-#            PF=2+HD=1; and the table's own walk rows at 8x2K with HD=1 (DIR/passes-*/, ~2 min)
+#            PF=2+HD=1, the walk's LAT=6 and pass 1's LAT=4/6 (and BN=64 at dstate 128); and the table's own
+#            walk rows at 8x2K with HD=1 (DIR/passes-*/, ~3 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
 # and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
 set -uo pipefail
@@ -54,10 +55,12 @@ for n in (64, 128):
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     passes) w64="chunk_walk:BN=64,SPLIT=1"; w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
            python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant 4 --variant "4/$w64,PF=1" \
-             --variant "4/$w64,PF=2" --variant "4/$w64,HD=1" --variant "4/$w64,PF=2,HD=1" \
+             --variant "4/$w64,PF=2" --variant "4/$w64,HD=1" --variant "4/$w64,PF=2,HD=1" --variant "4/$w64,LAT=6" \
+             --variant "4/segment_state:LAT=4" --variant "4/segment_state:LAT=6" \
              --out "$DEST/passes-n64" 2>&1 | tee "$DEST/passes.log"
            python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128,PF=2" \
-             --variant "4/$w128,HD=1" --variant "4/$w128,PF=2,HD=1" --out "$DEST/passes-n128" 2>&1 | tee -a "$DEST/passes.log"
+             --variant "4/$w128,HD=1" --variant "4/$w128,PF=2,HD=1" --variant "4/segment_state:LAT=6" \
+             --variant "4/segment_state:BN=64" --variant "4/segment_state:BN=64,occupancy=2" --out "$DEST/passes-n128" 2>&1 | tee -a "$DEST/passes.log"
            python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
              --variant "1/chunk_walk:HD=1" --out "$DEST/passes-walk" 2>&1 | tee -a "$DEST/passes.log" ;;
     *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab or passes" >&2; exit 2 ;;
