@@ -1,12 +1,13 @@
 """Mutants of cuTile's segmented walk (kernels.py `segment_state_kernel`, `segment_pass_kernel`; launcher
 `_segment_plan`, `_run_segments`).
 
-The table takes the segmented walk only at seqlen >= 16K with few (batch, head) pairs, which no drawn
-problem reaches, so the catalog forces it (ENV: SSDCHECK_CUTILE_SEGMENTS=4): every aligned chunk-64
-problem without seq_idx or varlen_states at dstate 64 or 128 with at least 2 chunks then runs it, in
-2 or 4 segments. Pass 3 is chunk_walk_kernel itself (mutated in catalog_cutile_walk.py); these mutate
-what only the segmentation does: each segment's end state and total decay, the scan over segments,
-and the launcher's segment views.
+The table takes the segmented walk only at seqlen >= 16K with few (batch, head) pairs (aligned, chunk
+64, headdim 64, dstate 64, 16-bit), which no drawn problem reaches, so the suite that judges these is
+tests/test_regressions.py's long sequences (TESTS, PYTEST_ARGS): 16K-token problems the table
+segments as it ships (128 segments at 2 pairs, 16 at 16 pairs in 2 groups, one with initial states).
+Pass 3 is chunk_walk_kernel itself (mutated in catalog_cutile_walk.py); these mutate what only the
+segmentation does: each segment's end state and total decay, the scan over segments, and the
+launcher's segment views.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_seg --no-baseline --budget-s 300`.
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ from mutation.catalog import maker
 IMPL = "cutile"
 K = "kernels/cutile/kernels.py"
 LAUNCHER = "kernels/cutile/launcher.py"
-ENV = {"SSDCHECK_CUTILE_SEGMENTS": "4"}
+TESTS = "tests/test_regressions.py"
+PYTEST_ARGS = ("-k", "long_sequence")
 
 _m = maker(K)
 
@@ -74,5 +76,9 @@ MUTANTS = (
        "the segmented walk also taken for unaligned problems and with seq_idx (its passes have no masks)",
        "if state.get(\"BN\") == 0 or not prob.aligned or prob.chunk_size != state.get(\"BL\"):",
        "if state.get(\"BN\") == 0 or prob.chunk_size != state.get(\"BL\"):",
+       equivalent="under the table: its segment row tests alignment itself; the launcher's check guards "
+                  "the force switch (SSDCHECK_CUTILE_SEGMENTS=4 on every problem), where "
+                  "tests/test_segments.py::test_forced_segments_leave_every_problem_the_passes_cannot_serve_to_"
+                  "the_other_paths kills it on the CPU",
        file=LAUNCHER),
 )

@@ -4,7 +4,7 @@ The walk replaces chunk_state and chunk_scan where the table's chunk_walk rows m
 without seq_idx at chunk 64, dstate 64 or 128, batch*heads >= 256, no varlen_states. Among the GPU
 draws only the model layers' wide half (batch 8 x 32-36 heads) reaches it: about 14% of that regime's
 draws at dstate 64 and 2% at 128 (tests/test_strategies.py keeps every row above 1%). Its diagonal
-tile and D/z tail are the scan's own helpers (`_chunk_diagonal`, `_chunk_store`), mutated in
+tile and D/z tail are the scan's own helpers (`_chunk_diagonal`, `_d_skip`, `_gate_store`), mutated in
 catalog_cutile_fast.py; these mutate what only the walk does: carry the state from chunk to chunk in
 registers, read the operands of its head's group, and hand y the state entering each chunk.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_walk --no-baseline --budget-s 300`.

@@ -66,8 +66,8 @@ class GradProblem(SSDProblem):
             dfinal = dfinal.to(torch.float32).to(device) if dfinal is not None else None
         return kw, dy, dfinal
 
-    def repro(self, impl: str, prop: str, test_file: str = "tests/test_gradients.py") -> str:
-        test = f"{test_file}::test_{prop.removeprefix('prop_')}"
+    def repro(self, impl: str, prop: str) -> str:
+        test = f"tests/test_gradients.py::test_{prop.removeprefix('prop_')}"
         return f"pytest '{test}' --impl {impl} -p no:cacheprovider --ssd-grad-problem \"{self!r}\""
 
 

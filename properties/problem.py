@@ -161,10 +161,11 @@ class SSDProblem:
             kwargs["return_varlen_states"] = True
         return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
 
-    def repro(self, impl: str, prop: str, test_file: str = "tests/test_properties.py") -> str:
-        """One command that re-runs exactly this check."""
-        test = f"{test_file}::test_{prop.removeprefix('prop_')}" if test_file.endswith("test_properties.py") \
-            else f"{test_file} -k {prop}"
+    def repro(self, impl: str, prop: str) -> str:
+        """One command that re-runs exactly this check: the property's test in tests/test_properties.py
+        with this problem pinned (--ssd-problem), whichever test found it (the pinned problems of
+        tests/test_regressions.py are not drawn, so they re-run there too)."""
+        test = f"tests/test_properties.py::test_{prop.removeprefix('prop_')}"
         return f"pytest '{test}' --impl {impl} -p no:cacheprovider --ssd-problem \"{self!r}\""
 
 

@@ -113,14 +113,14 @@ class PropertyResult:
             return f" = (b={b}, l={l}, h={h}, p={p}): chunk {l // cs} pos {l % cs}"
         return ""
 
-    def message(self, test_file: str = "tests/test_properties.py") -> str:
+    def message(self) -> str:
         p = self.problem
         head = (f"{self.prop} failed: {self.impl} {p.dtype} cs{p.chunk_size}\n")
         body = "\n".join(c.summary() + self.coords(c) for c in self.checked if not c.passed)
         for d in self.unexpected_passes if _STRICT["deviations"] else ():
             body += (f"\nunexpected pass of a declared deviation ({', '.join(d.outputs)}: {d.reason}; {d.finding}): "
                      f"--ssd-strict-deviations makes it a failure; narrow the declaration's condition")
-        return (f"{head}{body.strip()}\n{p!r}\nreproduce: {p.repro(self.impl, self.prop, test_file)}")
+        return (f"{head}{body.strip()}\n{p!r}\nreproduce: {p.repro(self.impl, self.prop)}")
 
     def publish(self) -> "PropertyResult":
         for sink in list(_SINKS):
@@ -128,9 +128,9 @@ class PropertyResult:
         return self
 
 
-def assert_passed(result: PropertyResult, test_file: str = "tests/test_properties.py") -> None:
+def assert_passed(result: PropertyResult) -> None:
     """Raise AssertionError with the full report when a checked comparison failed (or, under
     --ssd-strict-deviations, a declared deviation passed unexpectedly)."""
     result.publish()
     if not result.strict_passed:
-        raise AssertionError(result.message(test_file))
+        raise AssertionError(result.message())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes" WORKERS=16 SUITE_S=420
-# The segmented walk (issue 27) on a GPU host, gated before it is raced, in six parts (PART picks
-# some; each is one 10-minute command at most, so a call may run one or two):
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes scanhd" WORKERS=16 SUITE_S=420
+# The segmented walk (issue 27) and the kernels of the long shapes on a GPU host, in seven parts (PART
+# picks some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
 #   suite    tests/test_properties.py + test_regressions.py --impl cutile with SSDCHECK_CUTILE_SEGMENTS=4
 #            (every aligned chunk-64 dstate-64/128 problem of 2+ chunks segmented), SUITE_S of drawing
@@ -9,17 +9,17 @@
 #   race     bench.race groups long64 long128 long256 (cutile, mamba_ssm; bf16 and fp16; without and
 #            with final states; the I/O floor column) and tglong (TileGym too, 2x32K h32), ~6 min each:
 #            RACE_GROUPS picks them (default "long64 long128"; run "long256 tglong" in a second call)
-#   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, forced on by the catalog),
-#            --budget-s CATALOG_S (default 240), ~5 min
+#   catalog  python -m mutation.run --catalog cutile_seg (the 11 mutants, judged by tests/test_regressions.py's
+#            long sequences, which the table segments), --budget-s CATALOG_S (default 240), ~3-5 min
 #   ab       bench.ab_row --segments N for each N in AB_SEGMENTS (default "4 2"; DIR/ab-sN/): the table
-#            (two kernels) against the segmented walk in one process, same inputs, at the long groups'
-#            dstate 64/128 shapes: bf16 without final states at every seqlen >= 16K, heads and groups,
-#            plus 2x32K g1 with final states and in fp16 (36 rows per N, ~2-3 min each). The race part
-#            times the table only (the segmented walk is forced per process; ab switches it per call).
-#   passes   bench.segment_passes: each kernel of the segmented walk per variant beside the table's two
-#            kernels, at 2x32K h32 dstate 64 and 128, with the walk's load candidates PF=1, PF=2, HD=1 and
-#            PF=2+HD=1, the walk's LAT=6 and pass 1's LAT=4/6 (and BN=64 at dstate 128); and the table's own
-#            walk rows at 8x2K with HD=1 (DIR/passes-*/, ~3 min)
+#            against the segmented walk forced at up to N segments in one process, same inputs, at the long
+#            groups' dstate 64/128 shapes: bf16 without final states at every seqlen >= 16K, heads and
+#            groups, plus 2x32K g1 with final states and in fp16 (36 rows per N, ~2-3 min each; N=1: B
+#            the two kernels where the table segments). The race part times the table only.
+#   passes   bench.segment_passes: each kernel's time at 2x32K h32 dstate 64 and 128, the table beside
+#            variant 1 (the two kernels) and 4 (the segmented walk at up to 4 segments) (DIR/passes/, ~1 min)
+#   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
+#            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
 # and race.log, mutation.json/.md/.log; summary.txt lists each part's exit status.
 set -uo pipefail
@@ -53,17 +53,13 @@ for n in (64, 128):
            done ;;
     catalog) python3 -m mutation.run --catalog cutile_seg --jobs 14 --budget-s "${CATALOG_S:-240}" --no-baseline \
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
-    passes) w64="chunk_walk:BN=64,SPLIT=1"; w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant 4 --variant "4/$w64,PF=1" \
-             --variant "4/$w64,PF=2" --variant "4/$w64,HD=1" --variant "4/$w64,PF=2,HD=1" --variant "4/$w64,LAT=6" \
-             --variant "4/segment_state:LAT=4" --variant "4/segment_state:LAT=6" \
-             --out "$DEST/passes-n64" 2>&1 | tee "$DEST/passes.log"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128,PF=2" \
-             --variant "4/$w128,HD=1" --variant "4/$w128,PF=2,HD=1" --variant "4/segment_state:LAT=6" \
-             --variant "4/segment_state:BN=64" --variant "4/segment_state:BN=64,occupancy=2" --out "$DEST/passes-n128" 2>&1 | tee -a "$DEST/passes.log"
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
-             --variant "1/chunk_walk:HD=1" --out "$DEST/passes-walk" 2>&1 | tee -a "$DEST/passes.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab or passes" >&2; exit 2 ;;
+    passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
+             --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
+    scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
+             --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
+             --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
+             2>&1 | tee "$DEST/scanhd.log" ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes or scanhd" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done

@@ -418,14 +418,17 @@ def test_ab_row_changes_only_the_named_constants_of_the_row_the_shape_runs():
 
 def test_ab_row_segments_side_forces_the_segmented_walk_only_where_it_serves():
     """--segments N: B runs the segmented walk where it serves the problem (the segments recorded per
-    row), A the table, which sends no problem there; the long groups' fp16 / final-state shapes resolve;
-    a B equal to A, or a non-positive N, is an error before any GPU work."""
+    row), A the table, which segments only its measured rows (64 pairs at dstate 64, not dstate 128);
+    the long groups' fp16 / final-state shapes resolve; a B equal to A, or a non-positive N, is an error
+    before any GPU work."""
     from bench import ab_row
     from bench.sweep_cutile import race_shape
     long16, _ = race_shape("b2-l32768-h32-p64-n64-g1-float16-fs")
+    n128, _ = race_shape("b2-l32768-h32-p64-n128-g1")
     assert long16.dtype == "float16" and long16.final_states
-    assert ab_row.segments_run(long16, 64, None) is None                  # the table: no segments
-    assert ab_row.segments_run(long16, 64, 4) == 4                        # forced: 64 pairs, 4 segments
+    assert ab_row.segments_run(long16, 64, None) == 4                     # the table's row: one wave of walks
+    assert ab_row.segments_run(n128, 64, None) is None                    # dstate 128: the two kernels
+    assert ab_row.segments_run(n128, 64, 4) == 4                          # forced: 64 pairs, 4 segments
     assert ab_row.segments_run(long16, 64, 1) is None                     # 1 turns it off
     assert ab_row.segments_run(race_shape("b2-l32768-h32-p64-n256-g1")[0], 64, 4) is None   # dstate 256
     assert ab_row.segments_run(long16, 128, 4) is None                    # its passes are chunk-64 only
@@ -464,7 +467,7 @@ def test_segment_passes_variants_name_segments_and_rows_and_report_each_kernel()
     sides = segment_passes.plan(shape, 64, [(v, segment_passes.parse_variant(v)) for v in
                                             ("4", "8/chunk_walk:BN=64,SPLIT=1,occupancy=4",
                                              "4/chunk_walk:BN=128,FACT=1,SPLIT=1", "4/segment_state:BN=64")])
-    assert [s["segments"] for s in sides] == [None, 4, 8, None, 4]
+    assert [s["segments"] for s in sides] == [4, 4, 8, None, 4]     # the table segments this shape
     assert str(sides[4]["override"]["segment_state@64"]) == "BL=64,BP=64,BN=64,LAT=0,DLAT=4,SPLIT=1,occupancy=4"
     assert segment_passes.stage_of("segment_state_kernel_Kt2_A4bf16") == "segment_state"
     assert segment_passes.stage_of("void at::native::elementwise") == "other"

@@ -369,19 +369,17 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
     occupancy 2 (128 registers) both rows compiled with no frame on the H200 (reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
-    at the benchmark shapes the rows serve, before it costs GPU time. The same for the candidates no row
-    takes until a GPU has timed them: PF=2 (the next chunk's cumsum and dt loaded ahead) and HD=1 (D's row
-    loaded once, before the chunk loop), alone and together. PF=1 (every load ahead) spills a 48 B frame
-    at dstate 64 and needs 235 registers at 128, so it is not held to this."""
+    at the benchmark shapes the rows serve (the table's walk at 8x2K, the segmented walk's pass 3 at
+    2x32K), before it costs GPU time. (Loading the next chunk's tiles ahead spilled a 48 B frame at
+    dstate 64 and needed 235 registers at 128; it was slower on the H200, reports/2026-12-04-walk-d-row.md.)"""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
-    for sid, row in (("b8-l2048-h32-p64-n64-g1", 0), ("b8-l2048-h32-p64-n128-g1", 1)):
-        for pf, hd in ((0, 0), (2, 0), (0, 1), (2, 1)):
-            cfg = dispatch.TABLE["chunk_walk"][row].config.replace(PF=pf, HD=hd)
-            blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
-            res = next(iter(cr.resources(blob).values()))
-            assert res["frame"] == 0 and res["regcount"] <= 128, (sid, pf, hd, res)
-            assert res["smem"] <= 114 * 1024, (sid, pf, hd, res)      # two blocks fit an H200 SM's 228 KB
+    for sid, row in (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0)):
+        cfg = dispatch.TABLE["chunk_walk"][row].config
+        blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
+        res = next(iter(cr.resources(blob).values()))
+        assert res["frame"] == 0 and res["regcount"] <= 128, (sid, row, res)
+        assert res["smem"] <= 114 * 1024, (sid, row, res)      # two blocks fit an H200 SM's 228 KB
 
 
 def test_match_selects_units_by_their_text_and_refuses_a_text_no_unit_has(capsys):
@@ -410,24 +408,24 @@ def test_remarks_are_read_per_source_line_from_the_yaml_tileiras_writes():
 
 
 @pytest.mark.compile
-def test_the_walks_one_load_that_is_not_tma_is_ds_and_hd_takes_it_out_of_the_loop():
+def test_the_walks_one_load_that_is_not_tma_is_ds_and_it_is_issued_once():
     """tileiras's remarks (`scripts/cubin_resources.py --remarks`): at the walk's row every load is TMA but
-    D's, whose (h, 1) one-element tile fails TMA's 16-byte alignment and becomes an LDGSTS (the store
-    issues it in every chunk); with HD=1, which loads it before the loop, it is a plain global load. What
-    NOTES.md's load candidates rest on: a new load that misses TMA fails this."""
+    D's, whose (h, 1) one-element tile fails TMA's 16-byte alignment. Issued in every chunk it became an
+    LDGSTS and cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md); loaded before the
+    chunk loop it is a plain global load. A new load that misses TMA, or D's load back in the loop
+    (an LDGSTS again), fails this."""
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
     src = (root / "kernels" / "cutile" / "kernels.py").read_text().splitlines()
     d_line = 1 + next(i for i, t in enumerate(src) if "dv = dv + ct.load(D, (head, 0), shape=(1, 1))" in t)
-    found = {}
-    for hd in (0, 1):
-        out = subprocess.run([sys.executable, str(root / "scripts" / "cubin_resources.py"), "--compile-config",
-                              f"chunk_walk:BN=64,SPLIT=1,HD={hd}", "--shape", "b8-l2048-h32-p64-n64-g1@64",
-                              "--remarks"], capture_output=True, text=True, timeout=600, cwd=root)
-        assert out.returncode == 0, out.stderr[-2000:]
-        loads = re.findall(r"line +(\d+) Passed +LoadInstructionSelected: (.+?)(?: \[|$)", out.stdout, re.M)
-        found[hd] = {(int(line), what) for line, what in loads if not what.startswith("TMA")}
-    assert found[0] == {(d_line, "Ldgsts instruction")}, found
-    assert found[1] == {(d_line, "Global-memory load instruction")}, found
+    out = subprocess.run([sys.executable, str(root / "scripts" / "cubin_resources.py"), "--compile-config",
+                          "chunk_walk:BN=64,SPLIT=1", "--shape", "b8-l2048-h32-p64-n64-g1@64",
+                          "--remarks"], capture_output=True, text=True, timeout=600, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loads = re.findall(r"line +(\d+) Passed +LoadInstructionSelected: (.+?)(?: \[|$)", out.stdout, re.M)
+    found = {(int(line), what) for line, what in loads if not what.startswith("TMA")}
+    assert found == {(d_line, "Global-memory load instruction")}, found
+
+

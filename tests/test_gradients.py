@@ -34,7 +34,7 @@ def check(prop_name: str, info, data) -> None:
             reject()
         return
     target(min(result.worst_share, 1e6), label=f"{prop_name} share of tolerance")
-    assert_passed(result, test_file="tests/test_gradients.py")
+    assert_passed(result)
 
 
 @given(data=st.data())
@@ -91,7 +91,7 @@ def test_grad_declared_deviations_occur(impl, ieee_reference_math):
     runs = []
     for d, problem, prop in declared_examples(impl, backward=True):
         result = gradients.GRAD_PROPERTIES[prop](impl, problem)
-        assert_passed(result, test_file="tests/test_gradients.py")
+        assert_passed(result)
         runs.append((d, prop, result))
     if not runs:
         pytest.skip(f"{impl.name} declares no deviations of its backward")

@@ -771,3 +771,20 @@ def test_x_stops_the_other_workers_at_the_first_failure(tmp_path):
     assert tests["test_matches_oracle[tests.tooling_targets:slow_late_tail]"]["outcome"] == "failed", tests
     causality = tests["test_causality[tests.tooling_targets:slow_late_tail]"]
     assert causality["properties"].get("ssd_cut_by_failure") == "true", causality
+
+
+def test_a_pinned_regression_failure_prints_a_command_that_replays_exactly_it():
+    """A failure of a pinned problem (tests/test_regressions.py: not drawn) prints `reproduce: pytest ...`,
+    and that command, run as printed, fails on the same problem: the property's own test with the
+    problem pinned. (It once named `'tests/test_regressions.py -k PROP'` in one quoted argument, which
+    pytest took for a missing file, exit 4.)"""
+    import shlex
+    proc = run_pytest("tests/test_regressions.py", "-k", "test_regression and prop_matches_oracle-0", "--impl", BROKEN)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    line = next(t for t in proc.stdout.splitlines() if t.lstrip("E ").startswith("reproduce: pytest"))
+    argv = shlex.split(line.lstrip("E ").removeprefix("reproduce: "))
+    assert argv[:2] == ["pytest", "tests/test_properties.py::test_matches_oracle"], argv
+    again = run_pytest(*argv[1:])
+    assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout[-3000:]
+    problem = argv[argv.index("--ssd-problem") + 1]
+    assert problem in again.stdout.replace("\n", ""), again.stdout[-3000:]

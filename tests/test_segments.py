@@ -6,6 +6,7 @@ table and the force switch send a problem. The kernels themselves run on a GPU o
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -278,11 +279,17 @@ def _plan(b, l, h, n, p=64, chunk=64, aligned=True, force=None, sms=132, dtype="
     return None if plan is None else plan[0]
 
 
-def test_the_table_never_segments_and_the_switch_segments_what_the_passes_serve():
-    """Until the segmented walk is gated on a GPU no table row selects it, not even at the long
-    few-pair shapes its prediction favours; forced, the passes take only problems they serve."""
-    for b, l, h, n in ((2, 32768, 32, 64), (2, 16384, 32, 128), (2, 65536, 64, 128), (1, 16384, 32, 64)):
-        assert _plan(b, l, h, n) is None
+def test_the_table_segments_where_it_was_measured_to_pay_and_the_switch_what_the_passes_serve():
+    """The table segments 16-bit aligned chunk-64 problems at headdim 64 and dstate 64 with 64 (b, h)
+    pairs or fewer and 16K tokens or more (the rows measured faster than the two kernels), S filling one
+    wave; not dstate 128, 128 pairs, float32, other headdims or shorter sequences. Forced, the passes
+    take only problems they serve."""
+    assert _plan(2, 32768, 32, 64) == 4 and _plan(2, 16384, 32, 64, dtype="float16") == 4
+    assert _plan(1, 16384, 2, 64) == 128                          # 2 pairs: 128 segments of 2 chunks
+    for b, l, h, n, kw in ((2, 16384, 32, 128, {}), (2, 65536, 64, 64, {}), (2, 8192, 32, 64, {}),
+                           (2, 32768, 32, 64, {"dtype": "float32"}), (2, 32768, 32, 64, {"p": 128}),
+                           (2, 32768, 32, 64, {"chunk": 128}), (2, 32768 - 64, 32, 64, {"aligned": False})):
+        assert _plan(b, l, h, n, **kw) is None, (b, l, h, n, kw)
     F = 4   # forced: at most F segments (dispatch.segments without a force fills one wave, tested below)
     assert _plan(2, 32768, 32, 64, force=F) == 4 and _plan(2, 16384, 32, 128, force=F) == 4
     assert _plan(2, 65536, 64, 128, force=2) == 2 and _plan(1, 16384, 32, 64, force=8) == 8
@@ -317,3 +324,27 @@ def test_the_force_switch_names_itself_when_its_value_is_wrong():
     for bad in ("0", "-2", "two", "2.5"):
         with pytest.raises(ValueError, match="SSDCHECK_CUTILE_SEGMENTS: expected a positive integer"):
             dispatch.parse_segments(bad)
+
+
+def test_the_pinned_long_sequences_reach_every_segment_row_the_table_can_choose():
+    """No drawn problem is 16K tokens long, so tests/test_regressions.py's long sequences are what the gate
+    runs the table's segmented walk on: between them they must reach every row of it that is not
+    forced-only (segment_state's row, the walk's segment row, segment_pass), in more than one S, and the
+    unaligned one must keep the two kernels."""
+    from tests.test_regressions import LONG_SEQUENCES
+    reached, plans = set(), []
+    for _, p in LONG_SEQUENCES:
+        dt = getattr(torch, p.dtype)
+        x = torch.empty(p.batch, p.seqlen, p.nheads, p.headdim, device="meta", dtype=dt)
+        B = torch.empty(p.batch, p.seqlen, p.ngroups, p.dstate, device="meta", dtype=dt)
+        prob = launcher._problem(x, B, p.chunk_size, None)
+        plan = launcher._segment_plan(prob, -(-p.seqlen // p.chunk_size), 132)
+        plans.append(None if plan is None else plan[0])
+        if plan is not None:
+            reached |= {("segment_state", dispatch.row("segment_state", prob)), ("segment_pass", 0),
+                        ("chunk_walk", dispatch.row("chunk_walk", dataclasses.replace(prob, segmented=True)))}
+    table = {(k, i) for k, rules in dispatch.TABLE.items() for i, r in enumerate(rules)
+             if k.startswith("segment") and r.config != dispatch.SEG_OFF or "segmented walk" in r.when}
+    wanted = {(k, i) for k, i in table if not dispatch.TABLE[k][i].forced_only}
+    assert wanted and wanted <= reached, (wanted, reached)
+    assert plans == [128, 16, None], plans

@@ -75,6 +75,7 @@ class Rule:
     when: str                              # human-readable condition, shown in reports
     test: Callable[[Problem], bool] = field(compare=False)
     config: Config = None
+    forced_only: bool = False              # only a force switch reaches it (SEGMENTS_ENV), never the table
 
 
 def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLAT=0, BP=64, occupancy=4,
@@ -85,11 +86,11 @@ def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLA
                   occupancy, worker_warps)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, BP=64, occupancy=3,
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, HD=0, BP=64, occupancy=3,
                 worker_warps=None) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT, HB=HB),
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT, HB=HB, HD=HD),
                   occupancy, worker_warps)
 
 
@@ -131,13 +132,10 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, PF=0, HD=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
-    state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
-    PF=1: the next chunk's loads issued before this chunk's products, PF=2 only its cumsum and dt; HD=1:
-    D's row loaded once, before the chunk loop (no row takes these yet)."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, PF=PF, HD=HD), occupancy,
-                  worker_warps)
+    state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT), occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()
@@ -252,6 +250,13 @@ def _walks(p: Problem) -> bool:
     return _aligned_at(64)(p) and p.headdim == 64 and p.batch_heads >= 256
 
 
+def _segments_pay(p: Problem) -> bool:
+    """Where the segmented walk was measured faster than the two kernels (64 (b, h) pairs or fewer,
+    dstate 64, bf16 and fp16, seqlen >= 16K): the walk alone would leave most of the GPU idle."""
+    return (_aligned_at(64)(p) and p.headdim == 64 and p.dstate == 64 and p.dtype in ("bfloat16", "float16")
+            and p.batch_heads <= 64 and p.seqlen >= SEGMENT_MIN_SEQLEN)
+
+
 TABLE: dict[str, tuple[Rule, ...]] = {
     "chunk_cumsum": (
         Rule("always", _always, Config(_c(BL=64, BH=16))),
@@ -306,7 +311,7 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("a segment of the segmented walk, dstate 64", lambda p: p.segmented and p.dstate == 64,
              walk_config(BN=64, SPLIT=1, occupancy=2)),
         Rule("a segment of the segmented walk, dstate 128", lambda p: p.segmented and p.dstate == 128,
-             walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
+             walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2), forced_only=True),
         Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 64, batch*heads >= 256",
              lambda p: _walks(p) and p.dstate == 64,
              walk_config(BN=64, SPLIT=1, occupancy=2)),
@@ -315,12 +320,16 @@ TABLE: dict[str, tuple[Rule, ...]] = {
              walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),
         Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
     ),
-    # The segmented walk runs only where SEGMENTS_ENV forces it: no row selects it until the suite has
-    # passed on it on a GPU and a race has measured it. kernels/cutile/NOTES.md's prediction
-    # (bench.segments_model) has it 0.91-0.97x of the two kernels at 64 (b, h) pairs (seqlen >= 16K,
-    # chunk 64, headdim 64, dstate 64) and at dstate 128 with 128 pairs, 1.14x at h64 dstate 64.
+    # The segmented walk (then the walk's segment rows, above, and segment_pass). Measured 2026-12-03
+    # (reports/2026-12-03-segmented-walk.md, bench.ab_row, S=4 against the two kernels, 16K-64K, g1
+    # and g8, bf16 and fp16, with and without final states): 0.86-0.91x at 64 (b, h) pairs and dstate
+    # 64; 1.03-1.06x at 128 pairs, 0.97-1.09x at dstate 128, which keep the two kernels. The walk's D
+    # row out of its loop then took 7.5% off pass 3 (reports/2026-12-04-walk-d-row.md). Fewer pairs get
+    # more segments (dispatch.segments fills one wave), the same kernels.
     "segment_state": (
-        Rule("unless forced: no segments", _always, SEG_OFF),
+        Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 64, 16-bit, batch*heads <= 64, seqlen >= {SEGMENT_MIN_SEQLEN}",
+             _segments_pay, SEGMENT_STATE),
+        Rule("otherwise: no segments", _always, SEG_OFF),
     ),
     "segment_pass": (
         Rule("always", _always, Config(_c(BP=64, BN=64))),
@@ -346,15 +355,12 @@ def choose(kernel: str, problem: Problem) -> Config:
 
 def row_names() -> list[tuple[str, int, str]]:
     """(kernel, row, "<kernel> <row>: <when>") of every table row, the rows a force switch alone reaches
-    (the segmented walk's) named with kernels.registry.FORCED_ONLY."""
+    (Rule.forced_only: the segmented walk's at dstate 128) named with kernels.registry.FORCED_ONLY."""
     from kernels.registry import FORCED_ONLY   # noqa: PLC0415 (this module is data: no torch at import)
     out = []
     for kernel, rules in TABLE.items():
         for i, rule in enumerate(rules):
-            # the walk's segment rows and pass 2 launch only inside the segmented walk, which no row
-            # selects unless SEGMENTS_ENV forces it (segment_state's one row, "no segments", is the default)
-            forced = "segmented walk" in rule.when or kernel == "segment_pass"
-            out.append((kernel, i, f"{kernel} {i}: {rule.when}" + (f" {FORCED_ONLY}" if forced else "")))
+            out.append((kernel, i, f"{kernel} {i}: {rule.when}" + (f" {FORCED_ONLY}" if rule.forced_only else "")))
     return out
 
 

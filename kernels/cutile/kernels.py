@@ -283,7 +283,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                       LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int], HB: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], HB: ct.Constant[int], HD: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -309,21 +309,23 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     HB = 2 (FAST path, chunk = BL; the launcher's promise: heads per group even): each block computes
     two heads of one group, whose C and B loads and score tile C B^T are the same: one score product
     and one C/B load per pair, and twice the x and state loads in flight per block.
+    HD = 1 (FAST path): D's row is loaded with the tile's first loads instead of after its products,
+    where its latency (a plain global load: TMA cannot take a one-value tile) followed the last product.
     """
     if HB == 2:
         _scan_pair(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                   BL, BP, BN, LAT, FTZ, FACT)
+                   BL, BP, BN, LAT, FTZ, FACT, HD)
     elif PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                     seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                    FTZ, FACT)
+                    FTZ, FACT, HD)
     else:
         # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
         total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                        FTZ, FACT)
+                        FTZ, FACT, HD)
 
 
 @_relocatable
@@ -370,12 +372,12 @@ def _d_row(D, head, ptile, BP: ct.Constant[int]):
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                FAST: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+                FAST: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
     """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
     one row tile of one head."""
     if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                    BL, BP, BN, FAST, LAT, FTZ, FACT)
+                    BL, BP, BN, FAST, LAT, FTZ, FACT, HD)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -384,7 +386,7 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                LAT: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+                LAT: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
     """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
     arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
     chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
@@ -401,6 +403,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     dtt = ct.load(dtc, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
     xt = ct.load(x, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
                  latency=_lat(LAT)).reshape((BL, BP))
+    dv = _early_d_row(D, head, ptile, has_d, BP, HD)
     yt = ct.zeros((BL, BP), ct.float32)
     scores = ct.zeros((BL, BL), ct.float32)
     for k in range(n_kt):
@@ -423,7 +426,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
                      latency=_lat(LAT)).reshape((BL, BP))
         wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :], flush_to_zero=ftz) * dt_j[None, :]
         yt = ct.mma(wj.astype(x.dtype), xj, yt)
-    _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL, BP)
+    _tile_store(yt, xt, z, D, dv, out, bi, blk, head, ptile, has_d, has_z, BL, BP, HD)
 
 
 @_relocatable
@@ -453,7 +456,7 @@ def _chunk_diagonal(scores, yt, cst, dtt, xt, BL: ct.Constant[int], CH: ct.Const
 @_relocatable
 def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-               FTZ: ct.Constant[int], FACT: ct.Constant[int]):
+               FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
     """_scan_chunk at chunk = BL for heads 2q and 2q + 1 of one group (HB = 2)."""
     n_pt = ct.cdiv(x.shape[3], BP)
     n_kt = ct.cdiv(Bm.shape[3], BN)
@@ -467,6 +470,8 @@ def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_gr
     dt1 = ct.load(dtc, (bi, h1, c), shape=(1, 1, BL)).reshape((BL,))
     x0 = ct.load(x, (bi, c, h0, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
     x1 = ct.load(x, (bi, c, h1, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
+    d0 = _early_d_row(D, h0, ptile, has_d, BP, HD)
+    d1 = _early_d_row(D, h1, ptile, has_d, BP, HD)
     y0 = ct.zeros((BL, BP), ct.float32)
     y1 = ct.zeros((BL, BP), ct.float32)
     scores = ct.zeros((BL, BL), ct.float32)
@@ -482,16 +487,44 @@ def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_gr
         scores = ct.mma(ck, ct.transpose(bk), scores)
     y0 = _chunk_diagonal(scores, y0, cs0, dt0, x0, BL, BL, FTZ, FACT)
     y1 = _chunk_diagonal(scores, y1, cs1, dt1, x1, BL, BL, FTZ, FACT)
-    _chunk_store(y0, x0, z, D, out, bi, c, h0, ptile, has_d, has_z, BL, BP)
-    _chunk_store(y1, x1, z, D, out, bi, c, h1, ptile, has_d, has_z, BL, BP)
+    _tile_store(y0, x0, z, D, d0, out, bi, c, h0, ptile, has_d, has_z, BL, BP, HD)
+    _tile_store(y1, x1, z, D, d1, out, bi, c, h1, ptile, has_d, has_z, BL, BP, HD)
+
+
+@_relocatable
+def _early_d_row(D, head, ptile, has_d, BP: ct.Constant[int], HD: ct.Constant[int]):
+    """D's row for _tile_store, loaded where this is called when HD = 1 (else zeros, unused)."""
+    dv = ct.zeros((1, BP), ct.float32)
+    if HD != 0:
+        if has_d != 0:
+            dv = _d_row(D, head, ptile, BP)
+    return dv
+
+
+@_relocatable
+def _tile_store(yt, xt, z, D, dv, out, bi, blk, head, ptile, has_d, has_z, BL: ct.Constant[int], BP: ct.Constant[int],
+                HD: ct.Constant[int]):
+    """The D skip (D's row dv loaded early where HD = 1, else loaded here), z gate and store of a row tile."""
+    if HD == 0:
+        _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL, BP)
+    else:
+        if has_d != 0:
+            yt = _d_skip(yt, xt, dv)
+        _gate_store(yt, z, out, bi, blk, head, ptile, has_z, BL, BP)
 
 
 @_relocatable
 def _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL: ct.Constant[int], BP: ct.Constant[int]):
     """The D skip and z gate of a finished row tile, then its store."""
     if has_d != 0:
-        yt = yt + xt.astype(ct.float32) * _d_row(D, head, ptile, BP)
+        yt = _d_skip(yt, xt, _d_row(D, head, ptile, BP))
     _gate_store(yt, z, out, bi, blk, head, ptile, has_z, BL, BP)
+
+
+@_relocatable
+def _d_skip(yt, xt, dv):
+    """y + D x of a row tile (dv: D's (1, BP) row)."""
+    return yt + xt.astype(ct.float32) * dv
 
 
 @_relocatable
@@ -577,8 +610,7 @@ def _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], PF: ct.Constant[int],
-                      HD: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -590,11 +622,9 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     price is parallelism: b * h * cdiv(p, BP) blocks, each a chain of nchunks steps, so the table
     takes it only where there are blocks enough to fill the GPU.
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
-    into it. PF=1 issues chunk c+1's loads before chunk c's products (the loads carried in the loop; past
-    the last chunk they read zero padding, unused), PF=2 only its cumsum and dt: on the H200 the walk's
-    warps spent 64% of their stalls waiting on loads (reports/2026-12-04-segment-passes.md). HD=1 loads
-    D's row once before the chunk loop; at HD=0 every chunk reloads it, the walk's one load that is not
-    TMA. x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
+    into it. D's row is loaded once, before the chunk loop: it is the walk's one load that TMA cannot
+    take, and reloaded in every chunk it cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md).
+    x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
     head = ct.bid(1)
@@ -604,39 +634,19 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     if has_init != 0:
         walked = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
     dv = ct.zeros((1, BP), ct.float32)
-    if HD != 0:
-        if has_d != 0:
-            dv = _d_row(D, head, ptile, BP)
-    if PF == 1:
-        cst, dtt = _walk_decays(dtc, cs, bi, 0, head, BL)
-        xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, 0, head, grp, ptile, BL, BP, BN, LAT)
-        for c in range(nchunks):
-            nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
-            nxt_tiles = _walk_tiles(x, Bm, Cm, bi, c + 1, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
-            cst, dtt = nxt
-            xt, ck, bk = nxt_tiles
-    elif PF == 2:   # only the cumsum and dt ahead: their loads are small, the tiles stay where they were
-        cst, dtt = _walk_decays(dtc, cs, bi, 0, head, BL)
-        for c in range(nchunks):
-            nxt = _walk_decays(dtc, cs, bi, c + 1, head, BL)
-            xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
-            cst, dtt = nxt
-    else:
-        for c in range(nchunks):
-            cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
-            xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT, HD)
+    if has_d != 0:
+        dv = _d_row(D, head, ptile, BP)
+    for c in range(nchunks):
+        cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
+        xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
+        walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                             BL, BP, BN, FTZ, FACT, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
 
 
 @_relocatable
 def _walk_decays(dtc, cs, bi, c, head, BL: ct.Constant[int]):
-    """Chunk c's cumsum and dt rows of the walk; zero past the last chunk."""
+    """Chunk c's cumsum and dt rows of the walk."""
     cst = ct.load(cs, (bi, head, c), shape=(1, 1, BL), padding_mode=ZERO).reshape((BL,))
     dtt = ct.load(dtc, (bi, head, c), shape=(1, 1, BL), padding_mode=ZERO).reshape((BL,))
     return cst, dtt
@@ -645,7 +655,7 @@ def _walk_decays(dtc, cs, bi, c, head, BL: ct.Constant[int]):
 @_relocatable
 def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct.Constant[int],
                 BN: ct.Constant[int], LAT: ct.Constant[int]):
-    """Chunk c's x, C and B tiles of the walk; zero past the last chunk."""
+    """Chunk c's x, C and B tiles of the walk."""
     xt = ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
                  latency=_lat(LAT)).reshape((BL, BP))
     ck = ct.load(Cm, (bi, c, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BN))
@@ -654,20 +664,17 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 
 
 @_relocatable
-def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, D, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-                FACT: ct.Constant[int], SPLIT: ct.Constant[int], HD: ct.Constant[int]):
+                FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
     """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it.
-    dv: D's row, loaded before the loop where HD=1 (else unused: the store loads it)."""
+    dv: D's row (loaded before the chunk loop)."""
     yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))
     scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
     yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
-    if HD != 0:
-        if has_d != 0:
-            yt = yt + xt.astype(ct.float32) * dv
-        _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
-    else:
-        _chunk_store(yt, xt, z, D, out, bi, c, head, ptile, has_d, has_z, BL, BP)
+    if has_d != 0:
+        yt = _d_skip(yt, xt, dv)
+    _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
     walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
     return walked
 
