@@ -86,11 +86,11 @@ def state_config(BL=64, BN=32, PF=0, LAT=0, SLAT=0, FAST=0, SPLIT=0, SWAP=0, DLA
                   occupancy, worker_warps)
 
 
-def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, HD=0, BP=64, occupancy=3,
+def scan_config(BL=64, BN=128, LAT=0, PERSIST=0, FAST=0, FTZ=1, FACT=0, HB=1, BP=64, occupancy=3,
                 worker_warps=None) -> Config:
     """A chunk_scan Config with its constants in the kernel's order (table rows, sweeps, tools); a
     constant left out takes the value every table row shares."""
-    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT, HB=HB, HD=HD),
+    return Config(_c(BL=BL, BP=BP, BN=BN, LAT=LAT, PERSIST=PERSIST, FAST=FAST, FTZ=FTZ, FACT=FACT, HB=HB),
                   occupancy, worker_warps)
 
 

@@ -283,7 +283,7 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                       seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int],
                       LAT: ct.Constant[int], PERSIST: ct.Constant[int], FAST: ct.Constant[int],
-                      FTZ: ct.Constant[int], FACT: ct.Constant[int], HB: ct.Constant[int], HD: ct.Constant[int]):
+                      FTZ: ct.Constant[int], FACT: ct.Constant[int], HB: ct.Constant[int]):
     """1-D grid over (b, chunk, row tile, p tile, head), head fastest so the heads of a group
     read the same B/C tiles back to back.
 
@@ -309,23 +309,21 @@ def chunk_scan_kernel(x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
     HB = 2 (FAST path, chunk = BL; the launcher's promise: heads per group even): each block computes
     two heads of one group, whose C and B loads and score tile C B^T are the same: one score product
     and one C/B load per pair, and twice the x and state loads in flight per block.
-    HD = 1 (FAST path): D's row is loaded with the tile's first loads instead of after its products,
-    where its latency (a plain global load: TMA cannot take a one-value tile) followed the last product.
     """
     if HB == 2:
         _scan_pair(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                   BL, BP, BN, LAT, FTZ, FACT, HD)
+                   BL, BP, BN, LAT, FTZ, FACT)
     elif PERSIST == 0:
         _scan_block(ct.bid(0), x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                     seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                    FTZ, FACT, HD)
+                    FTZ, FACT)
     else:
         # blocks of both paths (FAST: BL divides chunk_size, the launcher's promise)
         total = x.shape[0] * nchunks * (chunk_size // BL) * ct.cdiv(x.shape[3], BP) * x.shape[2]
         for pid in range(ct.bid(0), total, ct.num_blocks(0)):
             _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                         seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT, FAST,
-                        FTZ, FACT, HD)
+                        FTZ, FACT)
 
 
 @_relocatable
@@ -372,12 +370,12 @@ def _d_row(D, head, ptile, BP: ct.Constant[int]):
 def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                 seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                FAST: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
+                FAST: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """Block `pid` of chunk_scan_kernel, by path: one unmasked row tile of an aligned chunk (FAST), or
     one row tile of one head."""
     if FAST != 0:
         _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
-                    BL, BP, BN, FAST, LAT, FTZ, FACT, HD)
+                    BL, BP, BN, FAST, LAT, FTZ, FACT)
     else:
         _scan_tile(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
                    seqlen, chunk_size, nchunks, heads_per_group, has_seq, has_d, has_z, BL, BP, BN, LAT)
@@ -386,7 +384,7 @@ def _scan_block(pid, x, z, Bm, Cm, dtc, cs, states, D, seq_idx, out,
 @_relocatable
 def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], CH: ct.Constant[int],
-                LAT: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
+                LAT: ct.Constant[int], FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """One BL-row tile of an aligned CH-token chunk (CH a multiple of BL; no seq_idx): _scan_tile's
     arithmetic without its position and sequence masks or past-the-end guard. CH = BL (the table's
     chunk-64 rows): the whole chunk, every load issued before the first product, no column tiles.
@@ -403,7 +401,6 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
     dtt = ct.load(dtc, (bi, head, blk), shape=(1, 1, BL)).reshape((BL,))
     xt = ct.load(x, (bi, blk, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO,
                  latency=_lat(LAT)).reshape((BL, BP))
-    dv = _early_d_row(D, head, ptile, has_d, BP, HD)
     yt = ct.zeros((BL, BP), ct.float32)
     scores = ct.zeros((BL, BL), ct.float32)
     for k in range(n_kt):
@@ -426,7 +423,7 @@ def _scan_chunk(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_g
                      latency=_lat(LAT)).reshape((BL, BP))
         wj = cbj * ct.exp2(cst[:, None] - cs_j[None, :], flush_to_zero=ftz) * dt_j[None, :]
         yt = ct.mma(wj.astype(x.dtype), xj, yt)
-    _tile_store(yt, xt, z, D, dv, out, bi, blk, head, ptile, has_d, has_z, BL, BP, HD)
+    _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL, BP)
 
 
 @_relocatable
@@ -456,7 +453,7 @@ def _chunk_diagonal(scores, yt, cst, dtt, xt, BL: ct.Constant[int], CH: ct.Const
 @_relocatable
 def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_group, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-               FTZ: ct.Constant[int], FACT: ct.Constant[int], HD: ct.Constant[int]):
+               FTZ: ct.Constant[int], FACT: ct.Constant[int]):
     """_scan_chunk at chunk = BL for heads 2q and 2q + 1 of one group (HB = 2)."""
     n_pt = ct.cdiv(x.shape[3], BP)
     n_kt = ct.cdiv(Bm.shape[3], BN)
@@ -470,8 +467,6 @@ def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_gr
     dt1 = ct.load(dtc, (bi, h1, c), shape=(1, 1, BL)).reshape((BL,))
     x0 = ct.load(x, (bi, c, h0, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
     x1 = ct.load(x, (bi, c, h1, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=_lat(LAT)).reshape((BL, BP))
-    d0 = _early_d_row(D, h0, ptile, has_d, BP, HD)
-    d1 = _early_d_row(D, h1, ptile, has_d, BP, HD)
     y0 = ct.zeros((BL, BP), ct.float32)
     y1 = ct.zeros((BL, BP), ct.float32)
     scores = ct.zeros((BL, BL), ct.float32)
@@ -487,30 +482,8 @@ def _scan_pair(pid, x, z, Bm, Cm, dtc, cs, states, D, out, nchunks, heads_per_gr
         scores = ct.mma(ck, ct.transpose(bk), scores)
     y0 = _chunk_diagonal(scores, y0, cs0, dt0, x0, BL, BL, FTZ, FACT)
     y1 = _chunk_diagonal(scores, y1, cs1, dt1, x1, BL, BL, FTZ, FACT)
-    _tile_store(y0, x0, z, D, d0, out, bi, c, h0, ptile, has_d, has_z, BL, BP, HD)
-    _tile_store(y1, x1, z, D, d1, out, bi, c, h1, ptile, has_d, has_z, BL, BP, HD)
-
-
-@_relocatable
-def _early_d_row(D, head, ptile, has_d, BP: ct.Constant[int], HD: ct.Constant[int]):
-    """D's row for _tile_store, loaded where this is called when HD = 1 (else zeros, unused)."""
-    dv = ct.zeros((1, BP), ct.float32)
-    if HD != 0:
-        if has_d != 0:
-            dv = _d_row(D, head, ptile, BP)
-    return dv
-
-
-@_relocatable
-def _tile_store(yt, xt, z, D, dv, out, bi, blk, head, ptile, has_d, has_z, BL: ct.Constant[int], BP: ct.Constant[int],
-                HD: ct.Constant[int]):
-    """The D skip (D's row dv loaded early where HD = 1, else loaded here), z gate and store of a row tile."""
-    if HD == 0:
-        _chunk_store(yt, xt, z, D, out, bi, blk, head, ptile, has_d, has_z, BL, BP)
-    else:
-        if has_d != 0:
-            yt = _d_skip(yt, xt, dv)
-        _gate_store(yt, z, out, bi, blk, head, ptile, has_z, BL, BP)
+    _chunk_store(y0, x0, z, D, out, bi, c, h0, ptile, has_d, has_z, BL, BP)
+    _chunk_store(y1, x1, z, D, out, bi, c, h1, ptile, has_d, has_z, BL, BP)
 
 
 @_relocatable
