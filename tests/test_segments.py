@@ -348,3 +348,29 @@ def test_the_pinned_long_sequences_reach_every_segment_row_the_table_can_choose(
     wanted = {(k, i) for k, i in table if not dispatch.TABLE[k][i].forced_only}
     assert wanted and wanted <= reached, (wanted, reached)
     assert plans == [128, 16, None], plans
+
+
+def test_the_segmented_rows_are_counted_as_reached_only_where_they_decided_what_ran():
+    """launcher.coverage (the gate's "dispatch paths reached"): a long problem the table segments counts
+    segment_state's segmented row, segment_pass and the walk's segment row; a problem that is not
+    segmented counts the "no segments" row; a forced plan counts no segment_state row. (The segmented
+    row once went uncounted where it ran: the H200 gate called it not reached.)"""
+    from bench.host_profile import launches_stubbed
+    from kernels import cutile
+
+    def counts(b, l, h, segments=None):
+        kw, _ = _problem(b=b, l=l, h=h, g=1, p=64, n=64, dtype=torch.bfloat16)
+        kw.update(A=kw["A"].float(), dt=kw["dt"].float())
+        saved, launcher._SEGMENTS = launcher._SEGMENTS, segments
+        launcher.LAUNCHED.clear()
+        try:
+            with launches_stubbed(launch=lambda *a: None):
+                cutile.ssd_forward(**kw, chunk_size=64)
+        finally:
+            launcher._SEGMENTS = saved
+        return {k: v for k, v in launcher.LAUNCHED.items() if k[0] in ("segment_state", "segment_pass", "chunk_walk")}
+
+    off = len(dispatch.TABLE["segment_state"]) - 1
+    assert counts(1, 16384, 2) == {("segment_state", 0): 1, ("segment_pass", 0): 1, ("chunk_walk", 0): 1}
+    assert counts(1, 512, 2) == {("segment_state", off): 1, ("chunk_walk", len(dispatch.TABLE["chunk_walk"]) - 1): 1}
+    assert counts(1, 512, 2, segments=4) == {("segment_pass", 0): 1, ("chunk_walk", 0): 1}

@@ -166,6 +166,15 @@ def _record(kernel: str, problem: Problem) -> None:
     LAUNCHED[r] = LAUNCHED.get(r, 0) + 1
 
 
+def _record_segment_row(prob: Problem, segs) -> None:
+    """Count segment_state's row where it decided what ran: its segmented row where the table, not the
+    force switch, chose the segments; its "no segments" row where none ran. A segmented row that hands
+    the problem on (no S >= 2 divides the chunks) decided nothing, and a forced plan is no table row."""
+    chose = _launch_config("segment_state", prob) != dispatch.SEG_OFF   # memoized: no table walk per call
+    if (segs is not None) == chose and (segs is None or _SEGMENTS is None):
+        _record("segment_state", prob)
+
+
 def coverage() -> dict[str, int]:
     """KernelInfo.coverage: launches per dispatch table row in this process, 0 for a row not reached;
     rows that only a force switch reaches are named with dispatch.FORCED_ONLY."""
@@ -529,8 +538,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
             prob = _problem(part(x), B, chunk_size, seq32)     # once: the choices below read it
             # the walks keep the chunk states on chip; varlen_states need them in memory
             segs = None if return_varlen_states else _segment_plan(prob, nchunks, _sm_count(x.device))
-            if segs is None and not return_varlen_states:
-                _record("segment_state", prob)   # its one row: no segments (a forced plan is no table row)
+            if not return_varlen_states:
+                _record_segment_row(prob, segs)
             if segs is not None:
                 _record("segment_pass", prob)
                 _record("chunk_walk", dataclasses.replace(prob, segmented=True))
