@@ -12,7 +12,8 @@ segment), and the measured forward did not say which pass the model missed
 (kernels/cutile/NOTES.md). A variant is `S[/KERNEL:NAME=INT,...[/...]]`: the segmented walk forced at
 up to S segments (1: off, the table's own path), with the named constants and hints replaced in the
 rows the shape runs (bench.ab_row.variant; the walk's segment rows need BN given, since the row the
-table picks for a long shape is the walk's off row). The table itself (two kernels) always runs first.
+table picks for a long shape is the walk's off row). The table itself always runs first (it segments
+the long dstate-64 shapes with few pairs; variant 1 is then the two kernels).
 
 Per variant and shape: the forward eagerly and replayed from a CUDA graph (bench.race.bench_ms /
 graph_ms, medians), `--rounds` times alternating over the variants; then `--iters` forwards under
