@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes scanhd" WORKERS=16 SUITE_S=420
-# The segmented walk (issue 27) and the kernels of the long shapes on a GPU host, in seven parts (PART
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes steps scanhd" WORKERS=16 SUITE_S=420
+# The segmented walk (issue 27) and the kernels of the long shapes on a GPU host, in eight parts (PART
 # picks some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
 #   suite    tests/test_properties.py + test_regressions.py --impl cutile with SSDCHECK_CUTILE_SEGMENTS=4
@@ -18,6 +18,10 @@
 #            the two kernels where the table segments). The race part times the table only.
 #   passes   bench.segment_passes: each kernel's time at 2x32K h32 dstate 64 and 128, the table beside
 #            variant 1 (the two kernels) and 4 (the segmented walk at up to 4 segments) (DIR/passes/, ~1 min)
+#   steps    the walk's step variants (chunk_walk ORD=1, UN=2, HB=2) and pass 1's REV=1: scripts/smoke_config.py
+#            (each walk variant against the two kernels) and smoke_segments.py (REV=1 forced at 4 segments,
+#            against float64) first, then bench.segment_passes at 2x32K h32 dstate 64 and 128 with each
+#            variant beside the row (DIR/steps-n64/, DIR/steps-n128/; ~5 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -55,11 +59,26 @@ for n in (64, 128):
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
+    steps) w64="chunk_walk:BN=64,SPLIT=1"; w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
+           timeout 280 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=1" --config "$w64,UN=2" \
+             > "$DEST/steps-smoke-a.log" 2>&1 &
+           timeout 280 python3 scripts/smoke_config.py --timeout 120 --config "$w64,UN=2,ORD=1" \
+             --config "$w64,HB=2,occupancy=1" > "$DEST/steps-smoke-b.log" 2>&1 &
+           SSDCHECK_CUTILE_CONFIG="segment_state:BN=32,DLAT=4,REV=1,occupancy=4" timeout 280 \
+             python3 scripts/smoke_segments.py --segments 4 --timeout 200 > "$DEST/steps-smoke-rev.log" 2>&1 &
+           wait; tail -n 30 "$DEST"/steps-smoke-*.log
+           for n in 64 128; do
+             w=$w64; [ $n = 128 ] && w=$w128
+             python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n$n-g1 --variant 4 --variant "4/$w,ORD=1" \
+               --variant "4/$w,UN=2" --variant "4/$w,UN=2,ORD=1" --variant "4/$w,HB=2,occupancy=1" \
+               --variant "8/$w,HB=2,occupancy=1" --variant "4/segment_state:REV=1" \
+               --variant "4/segment_state:REV=1/$w,UN=2,ORD=1" --out "$DEST/steps-n$n" 2>&1 | tee "$DEST/steps-n$n.log"
+           done ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
              2>&1 | tee "$DEST/scanhd.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes or scanhd" >&2; exit 2 ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes, steps or scanhd" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done

@@ -132,10 +132,21 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, UN=1, HB=1, occupancy=2,
+                worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
-    state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks)."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT), occupancy, worker_warps)
+    state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
+    ORD=1 (the state-free products first), UN=2 (two chunks per loop step) and HB=2 (two heads per
+    block, the launcher's fallback to HB=1 where a group's head count is odd) carry the state as
+    SPLIT=1 does, so they need it; HB=2 walks one chunk per step in its own order."""
+    if UN not in (1, 2) or HB not in (1, 2) or ORD not in (0, 1):
+        raise ValueError(f"chunk_walk: expected ORD in (0, 1), UN in (1, 2), HB in (1, 2), got {ORD}, {UN}, {HB}")
+    if (ORD or HB == 2) and not SPLIT:
+        raise ValueError("chunk_walk: ORD=1 and HB=2 add each chunk's state after its product: they need SPLIT=1")
+    if HB == 2 and (UN, ORD) != (1, 0):
+        raise ValueError("chunk_walk: HB=2 walks one chunk per step in its own order: UN=1, ORD=0")
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD, UN=UN, HB=HB),
+                  occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()
@@ -150,10 +161,10 @@ DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is 
 SEGMENT_MIN_SEQLEN = 16384
 
 
-def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, REV=0, occupancy=4, worker_warps=None) -> Config:
     """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 turns the segmented walk off
-    (the table's off row is SEG_OFF)."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
+    (the table's off row is SEG_OFF). REV=1: the chunks last to first, into one accumulator."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT, REV=REV), occupancy, worker_warps)
 
 
 SEG_OFF = WALK_OFF   # the segmented walk off: the walk's sentinel (BN = 0), which launches nothing
