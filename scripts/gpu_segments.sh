@@ -21,7 +21,8 @@
 #   steps    the walk's step variants (chunk_walk ORD=1, UN=2, HB=2) and pass 1's REV=1: scripts/smoke_config.py
 #            (each walk variant against the two kernels) and smoke_segments.py (REV=1 forced at 4 segments,
 #            against float64) first, then bench.segment_passes at 2x32K h32 dstate 64 and 128 with each
-#            variant beside the row (DIR/steps-n64/, DIR/steps-n128/; ~5 min)
+#            variant beside the row (DIR/steps-n64/, DIR/steps-n128/), and the table's own walk at 8x2K
+#            h32 dstate 64 with ORD/UN (DIR/steps-8x2k/; ~5 min in all)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -73,7 +74,9 @@ for n in (64, 128):
                --variant "4/$w,UN=2" --variant "4/$w,UN=2,ORD=1" --variant "4/$w,HB=2,occupancy=1" \
                --variant "8/$w,HB=2,occupancy=1" --variant "4/segment_state:REV=1" \
                --variant "4/segment_state:REV=1/$w,UN=2,ORD=1" --out "$DEST/steps-n$n" 2>&1 | tee "$DEST/steps-n$n.log"
-           done ;;
+           done
+           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:ORD=1 \
+             --variant 1/chunk_walk:UN=2 --variant 1/chunk_walk:UN=2,ORD=1 --out "$DEST/steps-8x2k" 2>&1 | tee "$DEST/steps-8x2k.log" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
