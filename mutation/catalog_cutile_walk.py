@@ -6,7 +6,9 @@ draws only the model layers' wide half (batch 8 x 32-36 heads) reaches it: about
 draws at dstate 64 and 2% at 128 (tests/test_strategies.py keeps every row above 1%). Its diagonal
 tile and D/z tail are the scan's own helpers (`_chunk_diagonal`, `_d_skip`, `_gate_store`), mutated in
 catalog_cutile_fast.py; these mutate what only the walk does: carry the state from chunk to chunk in
-registers, read the operands of its head's group, and hand y the state entering each chunk.
+registers, read the operands of its head's group, and hand y the state entering each chunk. The
+dstate-64 rows order a step's products with ORD=1 (`_walk_step`), the dstate-128 rows keep ORD=0
+(`_walk_chunk`); the fw_ord_* mutants are the ORD=1 step's own lines.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_walk --no-baseline --budget-s 300`.
 """
 from __future__ import annotations
@@ -31,8 +33,8 @@ MUTANTS = (
        "(dtt * ct.exp2(cst - end))"),
     _m("fw_state_not_decayed", "decay",
        "the walked state carried into the next chunk without its decay",
-       "walked = walked * ct.exp2(end).reshape((1, 1)) + own",
-       "walked = walked + own"),
+       "return walked * ct.exp2(end).reshape((1, 1)) + own",
+       "return walked + own"),
     _m("fw_c_of_wrong_group", "layout",
        "C read from group head % g instead of head's own group (heads // heads_per_group)",
        "ck = ct.load(Cm, (bi, c, grp, 0)",
@@ -52,6 +54,18 @@ MUTANTS = (
        "+ ct.mma(ct.transpose(xt), (bk.astype(ct.float32) * (dtt * ct.exp2(ct.extract(cst, (BL - 1,), shape=(1,)) "
        "- cst))[:, None]).astype(xt.dtype), ct.zeros((BP, BN), ct.float32))).astype(ck.dtype)), "
        "ct.zeros((BL, BP), ct.float32))"),
+    _m("fw_ord_y_from_next_state", "state",
+       "ORD=1 (the dstate-64 rows): y of a chunk from the state leaving it instead of the one entering it",
+       "entering = walked.astype(ck.dtype)",
+       "entering = _carry(walked, own, end).astype(ck.dtype)"),
+    _m("fw_ord_entering_not_decayed", "decay",
+       "ORD=1 (the dstate-64 rows): C S^T added to y without its in-chunk decay 2^cs",
+       "yt = yt * ct.exp2(cst)[:, None] + yd",
+       "yt = yt + yd"),
+    _m("fw_ord_own_state_of_next_step", "state",
+       "ORD=1 (the dstate-64 rows): a chunk's own state left out of the state it hands on",
+       "    return _carry(walked, own, end)",
+       "    return _carry(walked, own * 0.0, end)"),
     _m("fw_taken_unaligned", "seq_idx",
        "the walk also taken for unaligned problems and with seq_idx (it has no masks)",
        "if cfg.get(\"BN\") != prob.dstate or not prob.aligned or prob.chunk_size != cfg.get(\"BL\"):",

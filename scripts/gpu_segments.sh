@@ -18,11 +18,10 @@
 #            the two kernels where the table segments). The race part times the table only.
 #   passes   bench.segment_passes: each kernel's time at 2x32K h32 dstate 64 and 128, the table beside
 #            variant 1 (the two kernels) and 4 (the segmented walk at up to 4 segments) (DIR/passes/, ~1 min)
-#   steps    the walk's step variants (chunk_walk ORD=1, UN=2, HB=2) and pass 1's REV=1: scripts/smoke_config.py
-#            (each walk variant against the two kernels) and smoke_segments.py (REV=1 forced at 4 segments,
-#            against float64) first, then bench.segment_passes at 2x32K h32 dstate 64 and 128 with each
-#            variant beside the row (DIR/steps-n64/, DIR/steps-n128/), and the table's own walk at 8x2K
-#            h32 dstate 64 with ORD/UN (DIR/steps-8x2k/; ~5 min in all)
+#   steps    the walk's product orders (chunk_walk ORD, kernels.py): scripts/smoke_config.py on ORD=2 and 3
+#            against the two kernels, then bench.segment_passes at 2x32K h32 dstate 64 (4 segments) and
+#            at 8x2K h32 dstate 64 (the table's own walk) with ORD 0, 2, 3 beside the table's ORD=1
+#            (DIR/steps-n64/, DIR/steps-8x2k/; ~3 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -60,23 +59,13 @@ for n in (64, 128):
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
-    steps) w64="chunk_walk:BN=64,SPLIT=1"; w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
-           timeout 280 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=1" --config "$w64,UN=2" \
-             > "$DEST/steps-smoke-a.log" 2>&1 &
-           timeout 280 python3 scripts/smoke_config.py --timeout 120 --config "$w64,UN=2,ORD=1" \
-             --config "$w64,HB=2,occupancy=1" > "$DEST/steps-smoke-b.log" 2>&1 &
-           SSDCHECK_CUTILE_CONFIG="segment_state:BN=32,DLAT=4,REV=1,occupancy=4" timeout 280 \
-             python3 scripts/smoke_segments.py --segments 4 --timeout 200 > "$DEST/steps-smoke-rev.log" 2>&1 &
-           wait; tail -n 30 "$DEST"/steps-smoke-*.log
-           for n in 64 128; do
-             w=$w64; [ $n = 128 ] && w=$w128
-             python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n$n-g1 --variant 4 --variant "4/$w,ORD=1" \
-               --variant "4/$w,UN=2" --variant "4/$w,UN=2,ORD=1" --variant "4/$w,HB=2,occupancy=1" \
-               --variant "8/$w,HB=2,occupancy=1" --variant "4/segment_state:REV=1" \
-               --variant "4/segment_state:REV=1/$w,UN=2,ORD=1" --out "$DEST/steps-n$n" 2>&1 | tee "$DEST/steps-n$n.log"
-           done
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:ORD=1 \
-             --variant 1/chunk_walk:UN=2 --variant 1/chunk_walk:UN=2,ORD=1 --out "$DEST/steps-8x2k" 2>&1 | tee "$DEST/steps-8x2k.log" ;;
+    steps) w64="chunk_walk:BN=64,SPLIT=1"
+           timeout 200 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=2" --config "$w64,ORD=3" \
+             2>&1 | tail -n 12
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64,ORD=0" \
+             --variant "4/$w64,ORD=2" --variant "4/$w64,ORD=3" --out "$DEST/steps-n64" 2>&1 | tee "$DEST/steps-n64.log"
+           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:ORD=0 \
+             --variant 1/chunk_walk:ORD=2 --variant 1/chunk_walk:ORD=3 --out "$DEST/steps-8x2k" 2>&1 | tee "$DEST/steps-8x2k.log" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \

@@ -132,21 +132,16 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, UN=1, HB=1, occupancy=2,
-                worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
     state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
-    ORD=1 (the state-free products first), UN=2 (two chunks per loop step) and HB=2 (two heads per
-    block, the launcher's fallback to HB=1 where a group's head count is odd) carry the state as
-    SPLIT=1 does, so they need it; HB=2 walks one chunk per step in its own order."""
-    if UN not in (1, 2) or HB not in (1, 2) or ORD not in (0, 1):
-        raise ValueError(f"chunk_walk: expected ORD in (0, 1), UN in (1, 2), HB in (1, 2), got {ORD}, {UN}, {HB}")
-    if (ORD or HB == 2) and not SPLIT:
-        raise ValueError("chunk_walk: ORD=1 and HB=2 add each chunk's state after its product: they need SPLIT=1")
-    if HB == 2 and (UN, ORD) != (1, 0):
-        raise ValueError("chunk_walk: HB=2 walks one chunk per step in its own order: UN=1, ORD=0")
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD, UN=UN, HB=HB),
-                  occupancy, worker_warps)
+    ORD 1-3 orders a step's products (kernels.chunk_walk_kernel); they add the chunk's own state after
+    its product, as SPLIT=1 does, so they need it."""
+    if ORD not in (0, 1, 2, 3):
+        raise ValueError(f"chunk_walk: expected ORD in 0-3 (the order of a step's products), got {ORD!r}")
+    if ORD and not SPLIT:
+        raise ValueError("chunk_walk: ORD 1-3 add each chunk's own state after its product: they need SPLIT=1")
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD), occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()
@@ -161,10 +156,10 @@ DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is 
 SEGMENT_MIN_SEQLEN = 16384
 
 
-def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, REV=0, occupancy=4, worker_warps=None) -> Config:
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
     """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 turns the segmented walk off
-    (the table's off row is SEG_OFF). REV=1: the chunks last to first, into one accumulator."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT, REV=REV), occupancy, worker_warps)
+    (the table's off row is SEG_OFF)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
 
 
 SEG_OFF = WALK_OFF   # the segmented walk off: the walk's sentinel (BN = 0), which launches nothing
@@ -317,15 +312,19 @@ TABLE: dict[str, tuple[Rule, ...]] = {
     # (b, h) it lost, one block per SM: b4 l8192 h32 n64 0.296 vs 0.243 (BP32's 256 blocks 0.270),
     # b2 l16384 h64 n64 0.577 vs 0.464, n128 1.10x; with 64, 1.9x (b2 l32768). dstate 256 lost at 256
     # (b, h) (BN256 WW8 occ1 0.314 vs 0.274; BP32 occ1 0.336): no row. SPLIT=1 0.985-1.003x of SPLIT=0.
+    # ORD=1 (a step's state-free products first) measured 2026-12-04 (reports/2026-12-04-walk-order.md,
+    # bench.segment_passes, same process): the walk 0.313 -> 0.269 ms at 2x32K h32 n64 (4 segments),
+    # 0.0863 -> 0.0720 at 8x2K h32 n64; at dstate 128 its three live fp32 tiles spill (240 B frame) and
+    # the walk took 0.388 -> 0.624, so those rows keep ORD=0.
     "chunk_walk": (
         # pass 3 of the segmented walk: the walk's own rows, on each segment
         Rule("a segment of the segmented walk, dstate 64", lambda p: p.segmented and p.dstate == 64,
-             walk_config(BN=64, SPLIT=1, occupancy=2)),
+             walk_config(BN=64, SPLIT=1, ORD=1, occupancy=2)),
         Rule("a segment of the segmented walk, dstate 128", lambda p: p.segmented and p.dstate == 128,
              walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2), forced_only=True),
         Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 64, batch*heads >= 256",
              lambda p: _walks(p) and p.dstate == 64,
-             walk_config(BN=64, SPLIT=1, occupancy=2)),
+             walk_config(BN=64, SPLIT=1, ORD=1, occupancy=2)),
         Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 128, batch*heads >= 256",
              lambda p: _walks(p) and p.dstate == 128,
              walk_config(BN=128, FACT=1, SPLIT=1, occupancy=2)),

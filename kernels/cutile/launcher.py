@@ -322,21 +322,12 @@ def _walk_config(prob: Problem) -> dispatch.Config | None:
     return cfg
 
 
-def _walk_launch_config(cfg: dispatch.Config, nheads: int, ngroups: int) -> dispatch.Config:
-    """chunk_walk's Config as launched: one head per block (HB=1) where a group has an odd head count
-    (a pair of heads shares its group's C and B)."""
-    if cfg.get("HB") == 2 and (nheads // ngroups) % 2:
-        return cfg.replace(HB=1)
-    return cfg
-
-
 def _run_walk(cfg, x, z, B, C, dtc, cs, init32, D32, stream=None):
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     out = torch.empty_like(x)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    cfg = _walk_launch_config(cfg, h, g)
-    grid = (-(-p // cfg.get("BP")), h // cfg.get("HB"), b)
+    grid = (-(-p // cfg.get("BP")), h, b)
     args = (x, z if z is not None else x, B, C, dtc, cs, init32 if init32 is not None else final,
             D32 if D32 is not None else cs[0], out, final,
             l // cfg.get("BL"), h // g, int(init32 is not None), int(D32 is not None), int(z is not None))
@@ -373,7 +364,7 @@ def _segment_plan(prob: Problem, nchunks: int, sms: int):
     walk = _launch_config("chunk_walk", dataclasses.replace(prob, segmented=True))
     if walk.get("BN") != prob.dstate or prob.chunk_size != walk.get("BL"):
         return None
-    walks = prob.batch_heads * -(-prob.headdim // walk.get("BP")) // walk.get("HB")
+    walks = prob.batch_heads * -(-prob.headdim // walk.get("BP"))
     s = dispatch.segments(nchunks, walks, sms * (walk.occupancy or 1), _SEGMENTS)
     if s < 2:
         return None
@@ -757,10 +748,9 @@ def compile_key(problem) -> tuple:
         # the segment views: b*S rows of seqlen / S tokens (their sizes' classes are other compiles)
         nseg = segs[0]
         configs += [("segments", nseg, (problem.batch * nseg) % 16 == 0, (problem.seqlen // nseg) % 16 == 0,
-                     (nchunks // nseg) % 16 == 0), *segs[1:3],
-                    _walk_launch_config(segs[3], problem.nheads, problem.ngroups)]
+                     (nchunks // nseg) % 16 == 0), *segs[1:]]
     elif walk is not None:
-        configs.append(_walk_launch_config(walk, problem.nheads, problem.ngroups))
+        configs.append(walk)
     else:
         configs += [_launch_config("chunk_state", prob), _scan_launch_config(prob, problem.nheads, problem.ngroups)]
     if problem.varlen:
