@@ -61,7 +61,7 @@ for n in (64, 128):
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
     steps) w64="chunk_walk:BN=64,SPLIT=1"
            timeout 200 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=2" --config "$w64,ORD=3" \
-             2>&1 | tail -n 12
+             > "$DEST/steps-smoke.log" 2>&1; grep "^==" "$DEST/steps-smoke.log"
            python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64,ORD=0" \
              --variant "4/$w64,ORD=2" --variant "4/$w64,ORD=3" --out "$DEST/steps-n64" 2>&1 | tee "$DEST/steps-n64.log"
            python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:ORD=0 \

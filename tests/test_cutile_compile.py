@@ -371,7 +371,9 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
     at the benchmark shapes the rows serve (the table's walk at 8x2K, the segmented walk's pass 3 at
     2x32K), before it costs GPU time. (Loading the next chunk's tiles ahead spilled a 48 B frame at
-    dstate 64 and needed 235 registers at 128; it was slower on the H200, reports/2026-12-04-walk-d-row.md.)"""
+    dstate 64 and needed 235 registers at 128; it was slower on the H200, reports/2026-12-04-walk-d-row.md.
+    The dstate-64 rows order a step's products with ORD=1, 84 KB; at dstate 128 ORD=1 spills a 240 B
+    frame and ran 1.6x slower, reports/2026-12-04-walk-order.md, so that row keeps ORD=0.)"""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
     for sid, row in (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0)):

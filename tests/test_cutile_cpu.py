@@ -389,6 +389,19 @@ def test_worker_warps_is_a_compiler_hint_beside_occupancy_and_bad_values_are_nam
     assert calls == [{"occupancy": 3, "num_worker_warps": 8}, {"occupancy": 3}]
 
 
+def test_the_walks_product_order_is_named_and_needs_split():
+    """chunk_walk's ORD (kernels._walk_step) adds a chunk's own state after its product, as SPLIT=1
+    does: an order without SPLIT=1, or one the kernel does not have, is refused with its name, from the
+    environment's override too. The dstate-64 walk rows take ORD=1; at dstate 128 it spilled on the
+    H200 (reports/2026-12-04-walk-order.md) and those rows keep ORD=0."""
+    assert dispatch.parse_configs("chunk_walk:BN=64,SPLIT=1,ORD=1")["chunk_walk"].get("ORD") == 1
+    for bad, match in (("chunk_walk:BN=64,ORD=1", "need SPLIT=1"), ("chunk_walk:BN=64,SPLIT=1,ORD=4", "expected ORD in 0-3")):
+        with pytest.raises(ValueError, match=f"SSDCHECK_CUTILE_CONFIG: .*{match}"):
+            dispatch.parse_configs(bad)
+    orders = {(r.config.get("BN"), r.config.get("ORD")) for r in dispatch.TABLE["chunk_walk"] if r.config.get("BN")}
+    assert orders == {(64, 1), (128, 0)}, orders
+
+
 def test_config_get_names_the_missing_constant():
     cfg = dispatch.scan_config(BN=64)
     assert cfg.get("BN") == 64 and cfg.get("FAST") == 0
