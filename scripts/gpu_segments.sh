@@ -18,10 +18,11 @@
 #            the two kernels where the table segments). The race part times the table only.
 #   passes   bench.segment_passes: each kernel's time at 2x32K h32 dstate 64 and 128, the table beside
 #            variant 1 (the two kernels) and 4 (the segmented walk at up to 4 segments) (DIR/passes/, ~1 min)
-#   steps    the walk's product orders (chunk_walk ORD, kernels.py): scripts/smoke_config.py on ORD=2 and 3
-#            against the two kernels, then bench.segment_passes at 2x32K h32 dstate 64 (4 segments) and
-#            at 8x2K h32 dstate 64 (the table's own walk) with ORD 0, 2, 3 beside the table's ORD=1
-#            (DIR/steps-n64/, DIR/steps-8x2k/; ~3 min)
+#   steps    the walk's product orders (chunk_walk ORD, kernels.py): scripts/smoke_config.py on ORD=4 at
+#            dstate 64 and 128 against the two kernels, then bench.segment_passes beside the table: 2x32K
+#            h32 dstate 64 (4 segments; ORD=0 and 4 against the row's ORD=1) and 128 (4 segments forced;
+#            ORD=0 and 4), 8x2K h32 dstate 64 and 128 (the table's own walk; ORD=4)
+#            (DIR/steps-n64/, DIR/steps-n128/, DIR/steps-8x2k/; ~4 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -59,13 +60,15 @@ for n in (64, 128):
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
-    steps) w64="chunk_walk:BN=64,SPLIT=1"
-           timeout 200 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=2" --config "$w64,ORD=3" \
+    steps) w64="chunk_walk:BN=64"; w128="chunk_walk:BN=128,FACT=1"
+           timeout 280 python3 scripts/smoke_config.py --timeout 120 --config "$w64,ORD=4" --config "$w128,ORD=4" \
              > "$DEST/steps-smoke.log" 2>&1; grep "^==" "$DEST/steps-smoke.log"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64,ORD=0" \
-             --variant "4/$w64,ORD=2" --variant "4/$w64,ORD=3" --out "$DEST/steps-n64" 2>&1 | tee "$DEST/steps-n64.log"
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:ORD=0 \
-             --variant 1/chunk_walk:ORD=2 --variant 1/chunk_walk:ORD=3 --out "$DEST/steps-8x2k" 2>&1 | tee "$DEST/steps-8x2k.log" ;;
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64,SPLIT=1,ORD=0" \
+             --variant "4/$w64,SPLIT=0,ORD=4" --out "$DEST/steps-n64" 2>&1 | tee "$DEST/steps-n64.log"
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant "4/$w128,SPLIT=1" \
+             --variant "4/$w128,SPLIT=0,ORD=4" --out "$DEST/steps-n128" 2>&1 | tee "$DEST/steps-n128.log"
+           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
+             --variant 1/chunk_walk:SPLIT=0,ORD=4 --out "$DEST/steps-8x2k" 2>&1 | tee "$DEST/steps-8x2k.log" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \

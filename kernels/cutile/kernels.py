@@ -648,16 +648,23 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
                FACT: ct.Constant[int], ORD: ct.Constant[int]):
-    """_walk_chunk at SPLIT=1 with its products in the order ORD (1-3) names: y of chunk c from the
-    state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving it."""
-    if ORD == 2:
+    """_walk_chunk with its products in the order ORD (1-4) names: y of chunk c from the state entering
+    it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving it. ORD 1-3 add
+    the chunk's own state after its product (SPLIT=1); ORD=4 rounds the entering state for C S^T
+    first and then accumulates the state product into the decayed state (SPLIT=0), so no separate
+    own-state tile is live beside it."""
+    entering = walked.astype(ck.dtype)
+    if ORD == 4:
+        scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
+        walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
+    elif ORD == 2:
         own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
         yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
     else:
         yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
         if ORD == 1:
             own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
-    entering = walked.astype(ck.dtype)
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
     if has_d != 0:
@@ -665,7 +672,9 @@ def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
     if ORD == 3:
         own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
-    return _carry(walked, own, end)
+    if ORD != 4:
+        walked = _carry(walked, own, end)
+    return walked
 
 
 @_relocatable
