@@ -653,10 +653,10 @@ def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has
     the chunk's own state after its product (SPLIT=1); ORD=4 rounds the entering state for C S^T
     first and then accumulates the state product into the decayed state (SPLIT=0), so no separate
     own-state tile is live beside it."""
-    entering = walked.astype(ck.dtype)
     if ORD == 4:
+        rounded = walked.astype(ck.dtype)
         scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
-        walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+        walked = _accumulate(walked, xt, scaled, end)
         yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
     elif ORD == 2:
         own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
@@ -665,6 +665,10 @@ def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has
         yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
         if ORD == 1:
             own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
+    if ORD == 4:
+        entering = rounded
+    else:
+        entering = walked.astype(ck.dtype)
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
     if has_d != 0:
@@ -715,6 +719,13 @@ def _carry(walked, own, end):
 
 
 @_relocatable
+def _accumulate(walked, xt, scaled, end):
+    """The state leaving a chunk (SPLIT=0): x^T (B 2^(end - cs) dt) accumulated into the entering state
+    decayed by 2^end."""
+    return ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+
+
+@_relocatable
 def _decayed_b(bk, cst, dtt, dtype, BL: ct.Constant[int]):
     """B 2^(end - cs) dt of a chunk in `dtype` (the state product's right operand), and end."""
     end = ct.extract(cst, (BL - 1,), shape=(1,))
@@ -733,7 +744,7 @@ def _state_step(walked, xt, bk, cst, dtt, BL: ct.Constant[int], BP: ct.Constant[
         walked = _carry(walked, own, end)
     else:
         scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
-        walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
+        walked = _accumulate(walked, xt, scaled, end)
     return walked, end
 
 
