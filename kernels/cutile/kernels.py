@@ -598,9 +598,12 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
     into it. D's row is loaded once, before the chunk loop: it is the walk's one load that TMA cannot
     take, and reloaded in every chunk it cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md).
-    ORD, the order of a step's products (SPLIT=1 only; _walk_step): 0 C S^T first, as above; 1 the
+    ORD, the order of a step's products (_walk_step): 0 C S^T first, as above; with SPLIT=1, 1 the
     three that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T
-    and the state update; 2 as 1 with x^T B first; 3 the diagonal first, then C S^T, then x^T B.
+    and the state update, 2 as 1 with x^T B first, 3 the diagonal first, then C S^T, then x^T B; with
+    SPLIT=0, 4 x^T B accumulated into the state first (its entering value rounded for C S^T before),
+    then the diagonal and C S^T. On the H200 the orders issuing x^T B before C S^T (1, 2) took 14-17%
+    off the walk: the next step's C S^T waits for it (reports/2026-12-04-walk-order.md).
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
