@@ -600,10 +600,10 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     take, and reloaded in every chunk it cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md).
     ORD, the order of a step's products (_walk_step): 0 C S^T first, as above; with SPLIT=1, 1 the
     three that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T
-    and the state update, 2 as 1 with x^T B first, 3 the diagonal first, then C S^T, then x^T B; with
-    SPLIT=0, 4 x^T B accumulated into the state first (its entering value rounded for C S^T before),
-    then the diagonal and C S^T. On the H200 the orders issuing x^T B before C S^T (1, 2) took 14-17%
-    off the walk: the next step's C S^T waits for it (reports/2026-12-04-walk-order.md).
+    and the state update; with SPLIT=0, 4 x^T B accumulated into the state first (its entering value
+    rounded for C S^T before), then the diagonal and C S^T. On the H200 the orders issuing x^T B before
+    C S^T took 14-17% off the walk: the next step's C S^T waits for it; the orders measured with it
+    last, or second, were dropped (reports/2026-12-04-walk-order.md).
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
@@ -651,34 +651,23 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
                FACT: ct.Constant[int], ORD: ct.Constant[int]):
-    """_walk_chunk with its products in the order ORD (1-4) names: y of chunk c from the state entering
-    it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving it. ORD 1-3 add
-    the chunk's own state after its product (SPLIT=1); ORD=4 rounds the entering state for C S^T
-    first and then accumulates the state product into the decayed state (SPLIT=0), so no separate
-    own-state tile is live beside it."""
+    """_walk_chunk with the state product x^T B issued before C S^T (ORD 1 or 4): y of chunk c from the
+    state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving it.
+    ORD=1 adds the chunk's own state after its product (SPLIT=1); ORD=4 accumulates the product into
+    the decayed state in place (SPLIT=0), so no separate own-state tile is live beside it."""
+    entering = walked.astype(ck.dtype)
     if ORD == 4:
-        rounded = walked.astype(ck.dtype)
         scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
         walked = _accumulate(walked, xt, scaled, end)
         yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
-    elif ORD == 2:
+    else:
+        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
         own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
-        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
-    else:
-        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
-        if ORD == 1:
-            own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
-    if ORD == 4:
-        entering = rounded
-    else:
-        entering = walked.astype(ck.dtype)
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
     if has_d != 0:
         yt = _d_skip(yt, xt, dv)
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
-    if ORD == 3:
-        own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
     if ORD != 4:
         walked = _carry(walked, own, end)
     return walked
