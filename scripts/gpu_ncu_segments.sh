@@ -3,7 +3,8 @@
 # Nsight Compute on one forward of the table (chunk_state, chunk_scan) and of the segmented walk
 # (VARIANT: bench.segment_passes' S[/KERNEL:NAME=INT,...]) at SHAPE: one launch of each kernel, warmed
 # up outside the profiled range (bench.segment_passes --profile-once). Writes DIR (default out/ncu-seg):
-# ncu.ncu-rep, ncu-details.txt (every section, as text), ncu-run.log.
+# ncu.ncu-rep, ncu-details.txt (every section, as text), ncu-source-sass.csv (SOURCE_KERNEL's
+# instructions with their sampled warp stalls), ncu-run.log.
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/ncu-seg "$@"
 cd "$(dirname "$0")/.."
@@ -17,4 +18,7 @@ if [ -z "$NCU" ]; then echo "gpu_ncu_segments.sh: ncu (Nsight Compute) not found
   python3 -m bench.segment_passes --shape "$SHAPE" --variant "$VARIANT" --profile-once >> "$DEST/ncu-run.log" 2>&1
 echo "ncu rc=$?" | tee -a "$DEST/ncu-run.log"
 "$NCU" -i "$DEST/ncu.ncu-rep" --page details > "$DEST/ncu-details.txt" 2>&1
+# per-instruction warp-stall samples of the walk (the source page, SASS), for scripts/ncu_stall_lines.py
+"$NCU" -i "$DEST/ncu.ncu-rep" --page source --print-source sass --csv --kernel-name regex:"${SOURCE_KERNEL:-chunk_walk}" \
+  > "$DEST/ncu-source-sass.csv" 2> "$DEST/ncu-source.err"
 tail -n 20 "$DEST/ncu-run.log"

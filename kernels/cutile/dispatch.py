@@ -132,19 +132,20 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, DX=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
     state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
-    ORD 1 and 4 issue a step's state product first (kernels.chunk_walk_kernel); 1 adds the chunk's own
-    state after its product, as SPLIT=1 does, and 4 accumulates it into the state, as SPLIT=0 does:
-    each needs its SPLIT."""
-    if ORD not in (0, 1, 4):
-        raise ValueError(f"chunk_walk: expected ORD in (0, 1, 4) (the order of a step's products), got {ORD!r}")
+    ORD=1 issues a step's state product first and adds the chunk's own state after it, as SPLIT=1
+    does, so it needs SPLIT=1 (kernels.chunk_walk_kernel). DX=1 reads the D skip's x tile with a load
+    of its own (kernels._skip_tile)."""
+    if ORD not in (0, 1):
+        raise ValueError(f"chunk_walk: expected ORD in (0, 1) (the order of a step's products), got {ORD!r}")
     if ORD == 1 and not SPLIT:
         raise ValueError("chunk_walk: ORD=1 adds each chunk's own state after its product: it needs SPLIT=1")
-    if ORD == 4 and SPLIT:
-        raise ValueError("chunk_walk: ORD=4 accumulates each chunk's product into the state: it needs SPLIT=0")
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD), occupancy, worker_warps)
+    if DX not in (0, 1):
+        raise ValueError(f"chunk_walk: expected DX in (0, 1) (the x tile the D skip reads), got {DX!r}")
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD, DX=DX),
+                  occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()

@@ -584,7 +584,7 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                       FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int],
-                      ORD: ct.Constant[int]):
+                      ORD: ct.Constant[int], DX: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -598,12 +598,11 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
     into it. D's row is loaded once, before the chunk loop: it is the walk's one load that TMA cannot
     take, and reloaded in every chunk it cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md).
-    ORD, the order of a step's products (_walk_step): 0 C S^T first, as above; with SPLIT=1, 1 the
-    three that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T
-    and the state update; with SPLIT=0, 4 x^T B accumulated into the state first (its entering value
-    rounded for C S^T before), then the diagonal and C S^T. On the H200 the orders issuing x^T B before
-    C S^T took 14-17% off the walk: the next step's C S^T waits for it; the orders measured with it
-    last, or second, were dropped (reports/2026-12-04-walk-order.md).
+    ORD, the order of a step's products (_walk_step): 0 C S^T first, as above; 1 (SPLIT=1) the three
+    that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T and
+    the state update. On the H200 ORD=1 took 14-17% off the walk at dstate 64; the other orders
+    measured there, and at dstate 128, were slower and were dropped (reports/2026-12-04-walk-order.md,
+    reports/2026-12-04-walk-x-wait.md). DX picks the x tile the D skip reads (_skip_tile).
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
@@ -620,11 +619,11 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
         cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
         xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
         if ORD != 0:
-            walked = _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                                BL, BP, BN, FTZ, FACT, ORD)
+            walked = _walk_step(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                BL, BP, BN, FTZ, FACT, DX)
         else:
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT, DX)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
 
 
@@ -648,29 +647,31 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 
 
 @_relocatable
-def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_step(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-               FACT: ct.Constant[int], ORD: ct.Constant[int]):
-    """_walk_chunk with the state product x^T B issued before C S^T (ORD 1 or 4): y of chunk c from the
-    state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving it.
-    ORD=1 adds the chunk's own state after its product (SPLIT=1); ORD=4 accumulates the product into
-    the decayed state in place (SPLIT=0), so no separate own-state tile is live beside it."""
+               FACT: ct.Constant[int], DX: ct.Constant[int]):
+    """_walk_chunk with the state product x^T B issued before C S^T (ORD=1, SPLIT=1): y of chunk c from
+    the state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving
+    it, the entering one decayed plus the chunk's own."""
     entering = walked.astype(ck.dtype)
-    if ORD == 4:
-        scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
-        walked = _accumulate(walked, xt, scaled, end)
-        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
-    else:
-        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
-        own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
+    yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
+    own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
     if has_d != 0:
-        yt = _d_skip(yt, xt, dv)
+        yt = _d_skip(yt, _skip_tile(x, xt, bi, c, head, ptile, BL, BP, DX), dv)
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
-    if ORD != 4:
-        walked = _carry(walked, own, end)
-    return walked
+    return _carry(walked, own, end)
+
+
+@_relocatable
+def _skip_tile(x, xt, bi, c, head, ptile, BL: ct.Constant[int], BP: ct.Constant[int], DX: ct.Constant[int]):
+    """The x tile the D skip reads: the products' own (DX=0), which tileiras copies to registers at
+    the top of the step, so the step waits there for x's load; or a second load of it (DX=1; L2 holds
+    it), so the products' x is waited for only before the first product that reads it."""
+    if DX != 0:
+        return ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=1).reshape((BL, BP))
+    return xt
 
 
 @_relocatable
@@ -682,16 +683,16 @@ def _walk_diagonal(cst, dtt, xt, ck, bk, BL: ct.Constant[int], BP: ct.Constant[i
 
 
 @_relocatable
-def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_chunk(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-                FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
+                FACT: ct.Constant[int], SPLIT: ct.Constant[int], DX: ct.Constant[int]):
     """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it.
     dv: D's row (loaded before the chunk loop)."""
     yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))
     scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
     yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
     if has_d != 0:
-        yt = _d_skip(yt, xt, dv)
+        yt = _d_skip(yt, _skip_tile(x, xt, bi, c, head, ptile, BL, BP, DX), dv)
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
     walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
     return walked
