@@ -18,7 +18,8 @@ the long dstate-64 shapes with few pairs; variant 1 is then the two kernels).
 Per variant and shape: the forward eagerly and replayed from a CUDA graph (bench.race.bench_ms /
 graph_ms, medians), `--rounds` times alternating over the variants; then `--iters` forwards under
 torch.profiler, each kernel's median duration (CUDA activity) and launches per forward. Each
-variant's output is compared with the table's (normwise) first. Writes passes.json and prints a table.
+variant's output is compared with the table's (normwise) first. `--without D` (or z, dt_bias) leaves that
+optional input out of every forward, to time what it costs. Writes passes.json and prints a table.
 """
 from __future__ import annotations
 
@@ -77,18 +78,18 @@ def profile_stages(fn, iters: int) -> dict[str, dict]:
     return {k: {"ms": statistics.median(v), "per_forward": len(v) / iters} for k, v in durations.items()}
 
 
-def run(shapes, variants, rounds: int, iters: int, out: Path, log=print) -> dict:
+def run(shapes, variants, rounds: int, iters: int, out: Path, log=print, without: tuple = ()) -> dict:
     import torch
 
-    from bench.ab_row import forced, forward_kwargs
+    from bench.ab_row import forced
     from bench.race import bench_ms, environment, graph_ms, measure_ceilings, rel_err
     from bench.roofline import floors_ms
     from kernels.cutile import ssd_forward
     ceilings = measure_ceilings()
     doc = {"schema": "ssdcheck-segment-passes/1", "env": environment(), "ceilings": ceilings, "rounds": rounds,
-           "iters": iters, "rows": []}
+           "iters": iters, "without": list(without), "rows": []}
     for shape, chunks in shapes:
-        kw = forward_kwargs(shape)
+        kw = _inputs(shape, without)
         for chunk in chunks:
             sides = plan(shape, chunk, variants)
             fns = []
@@ -132,6 +133,15 @@ def run(shapes, variants, rounds: int, iters: int, out: Path, log=print) -> dict
             out.mkdir(parents=True, exist_ok=True)
             (out / "passes.json").write_text(json.dumps(doc, indent=1))
     return doc
+
+
+def _inputs(shape, without: tuple) -> dict:
+    """The race's inputs for `shape` less the optional ones named in `without` (D, z, dt_bias)."""
+    from bench.ab_row import forward_kwargs
+    kw = forward_kwargs(shape)
+    for name in without:
+        kw.pop(name, None)
+    return kw
 
 
 def profile_once(shapes, variants, log=print) -> None:
@@ -182,6 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the plan and exit (no GPU)")
     ap.add_argument("--profile-once", action="store_true",
                     help="no timing: one forward per variant inside a CUDA profiler range (for ncu)")
+    ap.add_argument("--without", action="append", default=[], choices=("D", "z", "dt_bias"),
+                    help="leave this optional input out of every forward (what it costs; repeatable)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "passes")
     args = ap.parse_args(argv)
     try:
@@ -202,7 +214,7 @@ def main(argv=None) -> int:
         profile_once(shapes, variants)
         return 0
     from bench.ab_row import write_table
-    doc = run(shapes, variants, args.rounds, args.iters, args.out)
+    doc = run(shapes, variants, args.rounds, args.iters, args.out, without=tuple(args.without))
     write_table(args.out / "passes.md", "bench.segment_passes", argv, table(doc))
     return 0
 

@@ -8,7 +8,7 @@ tile and D/z tail are the scan's own helpers (`_chunk_diagonal`, `_d_skip`, `_ga
 catalog_cutile_fast.py; these mutate what only the walk does: carry the state from chunk to chunk in
 registers, read the operands of its head's group, and hand y the state entering each chunk. The
 dstate-64 rows order a step's products with ORD=1 (`_walk_step`), the dstate-128 rows keep ORD=0
-(`_walk_chunk`); the fw_ord_* mutants are the ORD=1 step's own lines, fw_dx_* the D skip's own load of x (DX=1).
+(`_walk_chunk`); the fw_ord_* mutants are the ORD=1 step's own lines.
 Running them needs a GPU: `python -m mutation.run --catalog cutile_walk --no-baseline --budget-s 300`.
 """
 from __future__ import annotations
@@ -66,10 +66,6 @@ MUTANTS = (
        "ORD=1 (the dstate-64 rows): a chunk's own state left out of the state it hands on",
        "    return _carry(walked, own, end)",
        "    return _carry(walked, own * 0.0, end)"),
-    _m("fw_dx_skip_reads_next_chunk", "output",
-       "DX=1 (the walk rows): the D skip's own load of x reads the next chunk's tile",
-       "return ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=1)",
-       "return ct.load(x, (bi, c + 1, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=1)"),
     _m("fw_taken_unaligned", "seq_idx",
        "the walk also taken for unaligned problems and with seq_idx (it has no masks)",
        "if cfg.get(\"BN\") != prob.dstate or not prob.aligned or prob.chunk_size != cfg.get(\"BL\"):",

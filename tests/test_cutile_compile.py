@@ -373,16 +373,11 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     2x32K), before it costs GPU time. (Loading the next chunk's tiles ahead spilled a 48 B frame at
     dstate 64 and needed 235 registers at 128; it was slower on the H200, reports/2026-12-04-walk-d-row.md.
     The dstate-64 rows order a step's products with ORD=1, 84 KB; at dstate 128 ORD=1 spills a 240 B
-    frame and ran 1.6x slower, reports/2026-12-04-walk-order.md, so that row keeps ORD=0. DX=1, the D
-    skip's x tile loaded a second time, is held here too.)"""
+    frame and ran 1.6x slower, reports/2026-12-04-walk-order.md, so that row keeps ORD=0.)"""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
     rows = [(sid, dispatch.TABLE["chunk_walk"][row].config) for sid, row in
             (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0))]
-    # DX=1, the candidate x tile for the D skip (kernels/cutile/NOTES.md): no row yet
-    rows += [(sid, dispatch.walk_config(**{**{k: v for k, v in cfg.constants if k != "BL"}, "DX": 1},
-                                               occupancy=cfg.occupancy))
-             for sid, cfg in rows]
     for sid, cfg in rows:
         blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
         res = next(iter(cr.resources(blob).values()))

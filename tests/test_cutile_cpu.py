@@ -391,15 +391,13 @@ def test_worker_warps_is_a_compiler_hint_beside_occupancy_and_bad_values_are_nam
 
 def test_the_walks_product_order_is_named_and_needs_split():
     """chunk_walk's ORD=1 (kernels._walk_step) adds a chunk's own state after its product, as SPLIT=1
-    does: ORD=1 without SPLIT=1, an order the kernel does not have, or a D-skip tile (DX) it does not
-    have is refused with its name, from the environment's override too. The dstate-64 walk rows take
+    does: ORD=1 without SPLIT=1, or an order the kernel does not have (the orders measured and dropped
+    among them), is refused with its name, from the environment's override too. The dstate-64 walk rows take
     ORD=1; at dstate 128 it spilled on the H200 (reports/2026-12-04-walk-order.md) and those rows keep
     ORD=0."""
     assert dispatch.parse_configs("chunk_walk:BN=64,SPLIT=1,ORD=1")["chunk_walk"].get("ORD") == 1
-    assert dispatch.parse_configs("chunk_walk:BN=64,DX=1")["chunk_walk"].get("DX") == 1
     for bad, match in (("chunk_walk:BN=64,ORD=1", "needs SPLIT=1"), ("chunk_walk:BN=64,SPLIT=0,ORD=4", r"expected ORD in \(0, 1\)"),
-                       ("chunk_walk:BN=64,SPLIT=1,ORD=2", r"expected ORD in \(0, 1\)"),
-                       ("chunk_walk:BN=64,DX=2", r"expected DX in \(0, 1\)")):
+                       ("chunk_walk:BN=64,SPLIT=1,ORD=2", r"expected ORD in \(0, 1\)")):
         with pytest.raises(ValueError, match=f"SSDCHECK_CUTILE_CONFIG: .*{match}"):
             dispatch.parse_configs(bad)
     orders = {(r.config.get("BN"), r.config.get("ORD")) for r in dispatch.TABLE["chunk_walk"] if r.config.get("BN")}

@@ -132,20 +132,16 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, DX=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
     state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
     ORD=1 issues a step's state product first and adds the chunk's own state after it, as SPLIT=1
-    does, so it needs SPLIT=1 (kernels.chunk_walk_kernel). DX=1 reads the D skip's x tile with a load
-    of its own (kernels._skip_tile)."""
+    does, so it needs SPLIT=1 (kernels.chunk_walk_kernel)."""
     if ORD not in (0, 1):
         raise ValueError(f"chunk_walk: expected ORD in (0, 1) (the order of a step's products), got {ORD!r}")
     if ORD == 1 and not SPLIT:
         raise ValueError("chunk_walk: ORD=1 adds each chunk's own state after its product: it needs SPLIT=1")
-    if DX not in (0, 1):
-        raise ValueError(f"chunk_walk: expected DX in (0, 1) (the x tile the D skip reads), got {DX!r}")
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD, DX=DX),
-                  occupancy, worker_warps)
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD), occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()
@@ -160,10 +156,12 @@ DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is 
 SEGMENT_MIN_SEQLEN = 16384
 
 
-def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, TD=0, occupancy=4, worker_warps=None) -> Config:
     """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 turns the segmented walk off
-    (the table's off row is SEG_OFF)."""
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
+    (the table's off row is SEG_OFF). TD=1 loads the dt and cumsum rows without TMA."""
+    if TD not in (0, 1):
+        raise ValueError(f"segment_state: expected TD in (0, 1) (1: the dt and cumsum rows without TMA), got {TD!r}")
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT, TD=TD), occupancy, worker_warps)
 
 
 SEG_OFF = WALK_OFF   # the segmented walk off: the walk's sentinel (BN = 0), which launches nothing

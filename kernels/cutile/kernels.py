@@ -584,7 +584,7 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                       FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int],
-                      ORD: ct.Constant[int], DX: ct.Constant[int]):
+                      ORD: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -602,7 +602,7 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T and
     the state update. On the H200 ORD=1 took 14-17% off the walk at dstate 64; the other orders
     measured there, and at dstate 128, were slower and were dropped (reports/2026-12-04-walk-order.md,
-    reports/2026-12-04-walk-x-wait.md). DX picks the x tile the D skip reads (_skip_tile).
+    reports/2026-12-04-walk-x-wait.md).
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
@@ -619,11 +619,11 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
         cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
         xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
         if ORD != 0:
-            walked = _walk_step(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                                BL, BP, BN, FTZ, FACT, DX)
+            walked = _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                BL, BP, BN, FTZ, FACT)
         else:
-            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                                 BL, BP, BN, FTZ, FACT, SPLIT, DX)
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
 
 
@@ -647,9 +647,9 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 
 
 @_relocatable
-def _walk_step(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-               FACT: ct.Constant[int], DX: ct.Constant[int]):
+               FACT: ct.Constant[int]):
     """_walk_chunk with the state product x^T B issued before C S^T (ORD=1, SPLIT=1): y of chunk c from
     the state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving
     it, the entering one decayed plus the chunk's own."""
@@ -659,19 +659,9 @@ def _walk_step(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, 
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
     if has_d != 0:
-        yt = _d_skip(yt, _skip_tile(x, xt, bi, c, head, ptile, BL, BP, DX), dv)
+        yt = _d_skip(yt, xt, dv)
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
     return _carry(walked, own, end)
-
-
-@_relocatable
-def _skip_tile(x, xt, bi, c, head, ptile, BL: ct.Constant[int], BP: ct.Constant[int], DX: ct.Constant[int]):
-    """The x tile the D skip reads: the products' own (DX=0), which tileiras copies to registers at
-    the top of the step, so the step waits there for x's load; or a second load of it (DX=1; L2 holds
-    it), so the products' x is waited for only before the first product that reads it."""
-    if DX != 0:
-        return ct.load(x, (bi, c, head, ptile), shape=(1, BL, 1, BP), padding_mode=ZERO, latency=1).reshape((BL, BP))
-    return xt
 
 
 @_relocatable
@@ -683,16 +673,16 @@ def _walk_diagonal(cst, dtt, xt, ck, bk, BL: ct.Constant[int], BP: ct.Constant[i
 
 
 @_relocatable
-def _walk_chunk(walked, cst, dtt, xt, ck, bk, x, z, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                 BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-                FACT: ct.Constant[int], SPLIT: ct.Constant[int], DX: ct.Constant[int]):
+                FACT: ct.Constant[int], SPLIT: ct.Constant[int]):
     """One chunk of the walk: y of chunk c from the state entering it, stored; -> the state leaving it.
     dv: D's row (loaded before the chunk loop)."""
     yt = ct.mma(ck, ct.transpose(walked.astype(ck.dtype)), ct.zeros((BL, BP), ct.float32))
     scores = ct.mma(ck, ct.transpose(bk), ct.zeros((BL, BL), ct.float32))
     yt = _chunk_diagonal(scores, yt, cst, dtt, xt, BL, BL, FTZ, FACT)
     if has_d != 0:
-        yt = _d_skip(yt, _skip_tile(x, xt, bi, c, head, ptile, BL, BP, DX), dv)
+        yt = _d_skip(yt, xt, dv)
     _gate_store(yt, z, out, bi, c, head, ptile, has_z, BL, BP)
     walked, _ = _state_step(walked, xt, bk, cst, dtt, BL, BP, BN, SPLIT)
     return walked
@@ -749,13 +739,16 @@ def _state_step(walked, xt, bk, cst, dtt, BL: ct.Constant[int], BP: ct.Constant[
 @_kernel
 def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
                          BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                         DLAT: ct.Constant[int], SPLIT: ct.Constant[int]):
+                         DLAT: ct.Constant[int], SPLIT: ct.Constant[int], TD: ct.Constant[int]):
     """Pass 1, grid (cdiv(p,BP) * cdiv(n,BN), h, b*S) on the segment views (nchunks: chunks per
     segment, chunk = BL; aligned, no seq_idx: the launcher's promise): each block walks its segment's
     chunks from a zero state, as chunk_walk carries its state, and stores the segment's end state
     (ends (b*S, h, p, n) fp32) and its total decay, the sum of its chunks' cumsum ends in log2 units
     (decay (b*S, h, blocks per head) fp32: every block of a head stores the same value in its own slot,
-    so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's)."""
+    so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's). TD=1
+    loads those two rows without TMA: a TMA row lands in shared memory, and freeing its buffer after
+    the registers have read it (a fence, then the barrier's arrival) held 18% of pass 1's warp stalls
+    on the H200 (reports/2026-12-04-walk-x-wait.md)."""
     col = ct.bid(0)
     head = ct.bid(1)
     bs = ct.bid(2)
@@ -770,8 +763,8 @@ def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
                      latency=_lat(LAT)).reshape((BL, BP))
         bt = ct.load(Bm, (bs, c, grp, ntile), shape=(1, BL, 1, BN), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((BL, BN))
-        dtt = ct.load(dtc, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
-        cst = ct.load(cs, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
+        dtt = ct.load(dtc, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT), allow_tma=TD == 0).reshape((BL,))
+        cst = ct.load(cs, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT), allow_tma=TD == 0).reshape((BL,))
         own, end = _state_step(own, xt, bt, cst, dtt, BL, BP, BN, SPLIT)
         total = total + end
     ct.store(ends, (bs, head, ptile, ntile), own.reshape((1, 1, BP, BN)))
