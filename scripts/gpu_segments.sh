@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes td scanhd" WORKERS=16 SUITE_S=420
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes nod scanhd" WORKERS=16 SUITE_S=420
 # The segmented walk (issue 27) and the kernels of the long shapes on a GPU host, in eight parts (PART
 # picks some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
@@ -18,9 +18,8 @@
 #            the two kernels where the table segments). The race part times the table only.
 #   passes   bench.segment_passes: each kernel's time at 2x32K h32 dstate 64 and 128, the table beside
 #            variant 1 (the two kernels) and 4 (the segmented walk at up to 4 segments) (DIR/passes/, ~1 min)
-#   td       pass 1's dt and cumsum rows without TMA (segment_state TD=1, kernels.py): bench.segment_passes
-#            at 2x32K h32 dstate 64 and 128 (4 segments) beside the table; then the walk's D skip, the
-#            table with and without D at 2x32K and 8x2K h32 dstate 64 (DIR/td-n64/, -n128/, DIR/nod-*/; ~3 min)
+#   nod      the walk's D skip: the table with and without D (bench.segment_passes --without D) at 2x32K
+#            and 8x2K h32 dstate 64 (DIR/nod-*/; ~1 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -59,12 +58,7 @@ for n in map(int, os.environ["AB_DSTATES"].split()):
                --json "$DEST/mutation.json" --md "$DEST/mutation.md" 2>&1 | tee "$DEST/mutation.log" ;;
     passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
-    td)    w128="chunk_walk:BN=128,FACT=1,SPLIT=1"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant 4/segment_state:TD=1 \
-             --out "$DEST/td-n64" 2>&1 | grep -v "^{" | tee "$DEST/td-n64.log"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant "4/$w128" \
-             --variant "4/$w128/segment_state:TD=1" --out "$DEST/td-n128" 2>&1 | grep -v "^{" | tee "$DEST/td-n128.log"
-           for s in b2-l32768-h32-p64-n64-g1:4 b8-l2048-h32-p64-n64-g1:1; do
+    nod)   for s in b2-l32768-h32-p64-n64-g1:4 b8-l2048-h32-p64-n64-g1:1; do
              python3 -m bench.segment_passes --shape "${s%:*}" --variant "${s#*:}" --without D \
                --out "$DEST/nod-${s%%-h*}" 2>&1 | grep -v "^{" | tee "$DEST/nod-${s%%-h*}.log"
            done ;;
@@ -72,7 +66,7 @@ for n in map(int, os.environ["AB_DSTATES"].split()):
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
              2>&1 | tee "$DEST/scanhd.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes, td or scanhd" >&2; exit 2 ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes, nod or scanhd" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done

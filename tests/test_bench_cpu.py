@@ -468,7 +468,7 @@ def test_segment_passes_variants_name_segments_and_rows_and_report_each_kernel()
                                             ("4", "8/chunk_walk:BN=64,SPLIT=1,occupancy=4",
                                              "4/chunk_walk:BN=128,FACT=1,SPLIT=1", "4/segment_state:BN=64")])
     assert [s["segments"] for s in sides] == [4, 4, 8, None, 4]     # the table segments this shape
-    assert str(sides[4]["override"]["segment_state@64"]) == "BL=64,BP=64,BN=64,LAT=0,DLAT=4,SPLIT=1,TD=0,occupancy=4"
+    assert str(sides[4]["override"]["segment_state@64"]) == "BL=64,BP=64,BN=64,LAT=0,DLAT=4,SPLIT=1,occupancy=4"
     assert segment_passes.stage_of("segment_state_kernel_Kt2_A4bf16") == "segment_state"
     assert segment_passes.stage_of("void at::native::elementwise") == "other"
     row = {"shape": shape.id, "variant": "4", "segments": 4, "ms": 0.49, "graph_ms": 0.48, "x_floor": 3.7,

@@ -156,12 +156,10 @@ DEFAULT_SMS = 132         # an H200's SMs: what S is chosen for where no GPU is 
 SEGMENT_MIN_SEQLEN = 16384
 
 
-def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, TD=0, occupancy=4, worker_warps=None) -> Config:
+def segment_state_config(BN=0, BP=64, LAT=0, DLAT=0, SPLIT=1, occupancy=4, worker_warps=None) -> Config:
     """A segment_state Config (pass 1; BL = 64: chunk 64 only). BN = 0 turns the segmented walk off
-    (the table's off row is SEG_OFF). TD=1 loads the dt and cumsum rows without TMA."""
-    if TD not in (0, 1):
-        raise ValueError(f"segment_state: expected TD in (0, 1) (1: the dt and cumsum rows without TMA), got {TD!r}")
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT, TD=TD), occupancy, worker_warps)
+    (the table's off row is SEG_OFF)."""
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, DLAT=DLAT, SPLIT=SPLIT), occupancy, worker_warps)
 
 
 SEG_OFF = WALK_OFF   # the segmented walk off: the walk's sentinel (BN = 0), which launches nothing

@@ -739,16 +739,15 @@ def _state_step(walked, xt, bk, cst, dtt, BL: ct.Constant[int], BP: ct.Constant[
 @_kernel
 def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
                          BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                         DLAT: ct.Constant[int], SPLIT: ct.Constant[int], TD: ct.Constant[int]):
+                         DLAT: ct.Constant[int], SPLIT: ct.Constant[int]):
     """Pass 1, grid (cdiv(p,BP) * cdiv(n,BN), h, b*S) on the segment views (nchunks: chunks per
     segment, chunk = BL; aligned, no seq_idx: the launcher's promise): each block walks its segment's
     chunks from a zero state, as chunk_walk carries its state, and stores the segment's end state
     (ends (b*S, h, p, n) fp32) and its total decay, the sum of its chunks' cumsum ends in log2 units
     (decay (b*S, h, blocks per head) fp32: every block of a head stores the same value in its own slot,
-    so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's). TD=1
-    loads those two rows without TMA: a TMA row lands in shared memory, and freeing its buffer after
-    the registers have read it (a fence, then the barrier's arrival) held 18% of pass 1's warp stalls
-    on the H200 (reports/2026-12-04-walk-x-wait.md)."""
+    so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's). Those
+    rows go through TMA: loaded without it (plain global loads) pass 1 ran 12-15% slower on the H200
+    (reports/2026-12-04-walk-x-wait.md)."""
     col = ct.bid(0)
     head = ct.bid(1)
     bs = ct.bid(2)
@@ -763,8 +762,8 @@ def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
                      latency=_lat(LAT)).reshape((BL, BP))
         bt = ct.load(Bm, (bs, c, grp, ntile), shape=(1, BL, 1, BN), padding_mode=ZERO,
                      latency=_lat(LAT)).reshape((BL, BN))
-        dtt = ct.load(dtc, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT), allow_tma=TD == 0).reshape((BL,))
-        cst = ct.load(cs, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT), allow_tma=TD == 0).reshape((BL,))
+        dtt = ct.load(dtc, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
+        cst = ct.load(cs, (bs, head, c), shape=(1, 1, BL), latency=_lat(DLAT)).reshape((BL,))
         own, end = _state_step(own, xt, bt, cst, dtt, BL, BP, BN, SPLIT)
         total = total + end
     ct.store(ends, (bs, head, ptile, ntile), own.reshape((1, 1, BP, BN)))
