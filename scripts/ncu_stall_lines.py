@@ -12,8 +12,9 @@ the arrivals that free a buffer, the fences, the matrix products and their compl
 with its share, its main stall reason and how often it ran. `--executed N` keeps the instructions
 that ran N times and takes the shares over them: tileiras gives the walk a producer warp (the TMA
 loads), a store warp and a 4-warp consumer group, so N = 4 x the blocks' chunk steps selects the
-consumer's loop. `--digest OUT` writes the chosen block's columns that this reads (as CSV, xz if OUT
-ends in .xz), small enough to keep with a report; a digest is read back like the full page.
+consumer's loop. Instructions neither run nor sampled are not listed. `--digest OUT` writes the chosen
+block's columns that this reads, for the other instructions (as CSV, xz if OUT ends in .xz), small
+enough to keep with a report; a digest is read back like the full page and prints the same lines.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from collections import Counter
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
+INDEX = "Index"       # a digest's column: the instruction's row in the full page
 KEEP = ("Address", "Source", SAMPLES, EXECUTED)
 SYNC_WORDS = ("HGMMA", "TRYWAIT", "UTMALDG", "UTMASTG", "BAR.SYNC", "ARRIVE", "MEMBAR", "FENCE", "DEPBAR",
               "NANOSLEEP", "EXIT")
@@ -84,8 +86,10 @@ def report(name: str, header: list[str], rows: list[list[str]], executed: int | 
     for i, r in enumerate(rows):
         share = 100 * _num(r[ix[SAMPLES]]) / base
         src = r[ix["Source"]].strip()
-        if r not in chosen and executed is not None:
+        if (r not in chosen and executed is not None) or not (_num(r[ix[EXECUTED]]) or _num(r[ix[SAMPLES]])):
             continue
+        if INDEX in ix:
+            i = int(r[ix[INDEX]])
         if share >= min_share or any(w in src for w in SYNC_WORDS):
             main = max(stalls, key=lambda h: _num(r[ix[h]]))[6:] if stalls else "-"
             lines.append(f"{i:5d} {share:5.1f}%  {main:11s} {int(_num(r[ix[EXECUTED]])):>9d}  {src[:90]}")
@@ -93,13 +97,17 @@ def report(name: str, header: list[str], rows: list[list[str]], executed: int | 
 
 
 def write_digest(path: str, name: str, header: list[str], rows: list[list[str]]) -> None:
+    """The columns this reads, of the instructions that ran or were sampled (the others are never
+    listed), each with its row in the full page, so a digest prints what the page prints."""
     cols = [h for h in header if h in KEEP or h in stall_columns(header)]
     ix = [header.index(h) for h in cols]
+    done, seen = header.index(EXECUTED), header.index(SAMPLES)
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
     w.writerow(["Kernel Name", name])
-    w.writerow(cols)
-    w.writerows([r[i] for i in ix] for r in rows)
+    w.writerow([INDEX, *cols])
+    w.writerows([str(n), *(r[i] for i in ix)] for n, r in enumerate(rows)
+                 if _num(r[done]) or _num(r[seen]))
     opener = lzma.open if path.endswith(".xz") else open
     with opener(path, "wt") as f:
         f.write(buf.getvalue())

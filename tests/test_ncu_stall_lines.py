@@ -24,13 +24,15 @@ HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sa
 
 
 def _page(tmp_path: Path) -> Path:
-    """Two kernels; the second has a consumer loop (ran 8 times) and a producer (ran 2 times)."""
+    """Two kernels; the second has a consumer loop (ran 8 times), a wait that never ran and a producer
+    (ran 2 times)."""
     rows = [
         '"Kernel Name","first_kernel_A"', HEADER,
         '"0x10","MOV R1, R2","5","5","5","4","0","0","5","0"',
         '"Kernel Name","walk_kernel_B"', HEADER,
         '"0x20","SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4+0x10], R2","1","1","1","8","1","0","0","1"',
         '"0x30","@!P0 BRA 0x40","60","60","60","8","60","0","0","60"',
+        '"0x38","SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4+0x20], R2","0","0","0","0","0","0","0","0"',
         '"0x40","FFMA R3, R4, R5, R6","20","10","20","8","0","0","20","0"',
         '"0x50","WARPGROUP.DEPBAR.LE gsb0, 0x0","19","19","19","8","0","19","0","0"',
         '"0x60","@!P0 NANOSLEEP.SYNCS 0x989680","100","100","100","2","100","0","0","100"',
@@ -49,9 +51,10 @@ def test_the_consumers_shares_are_taken_over_its_own_instructions(tmp_path, caps
     words = [ln.split() for ln in out.splitlines()]
     assert ["long_sb", "61.0%"] in words and ["barrier", "19.0%"] in words and ["selected", "20.0%"] in words
     lines = {w[0]: w[1:] for w in words if w and w[0].isdigit()}
-    assert lines["1"][:3] == ["60.0%", "long_sb", "8"] and lines["2"][:3] == ["20.0%", "selected", "8"]
-    assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in lines["0"] and "WARPGROUP.DEPBAR.LE" in lines["3"]  # always listed
-    assert "4" not in lines                                     # the producer's sleep ran 2 times: left out
+    assert lines["1"][:3] == ["60.0%", "long_sb", "8"] and lines["3"][:3] == ["20.0%", "selected", "8"]
+    assert "SYNCS.PHASECHK.TRANS64.TRYWAIT" in lines["0"] and "WARPGROUP.DEPBAR.LE" in lines["4"]  # always listed
+    assert "2" not in lines                                     # a wait that never ran is not listed
+    assert "5" not in lines                                     # the producer's sleep ran 2 times: left out
 
 
 def test_a_digest_reads_back_as_the_page_did_and_a_wrong_pick_is_refused(tmp_path, capsys):
@@ -61,7 +64,8 @@ def test_a_digest_reads_back_as_the_page_did_and_a_wrong_pick_is_refused(tmp_pat
     assert tool.main([str(page), "--kernel", "walk", "--executed", "8", "--digest", str(digest)]) == 0
     full = capsys.readouterr().out
     assert tool.main([str(digest), "--executed", "8"]) == 0
-    assert capsys.readouterr().out == full
+    assert capsys.readouterr().out == full                      # the same indexes: the page's rows
+    assert len(tool.blocks(str(digest))[0][2]) == 5             # the wait that never ran is left out
     assert tool.main([str(page), "--kernel", "walk", "--index", "1"]) == 2
     assert "1 kernel(s) named with 'walk'" in capsys.readouterr().err
 

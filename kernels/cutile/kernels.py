@@ -584,7 +584,7 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                       FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int],
-                      ORD: ct.Constant[int], UN: ct.Constant[int]):
+                      ORD: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -615,38 +615,16 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     dv = ct.zeros((1, BP), ct.float32)
     if has_d != 0:
         dv = _d_row(D, head, ptile, BP)
-    if UN == 2:
-        for c2 in range(nchunks // 2):
-            walked = _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, 2 * c2, head, grp, ptile, has_d, has_z,
-                              BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-            walked = _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, 2 * c2 + 1, head, grp, ptile, has_d,
-                              has_z, BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-        if nchunks % 2 != 0:
-            walked = _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, nchunks - 1, head, grp, ptile, has_d,
-                              has_z, BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-    else:
-        for c in range(nchunks):
-            walked = _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, c, head, grp, ptile, has_d, has_z,
-                              BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
+    for c in range(nchunks):
+        cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
+        xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
+        if ORD != 0:
+            walked = _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                BL, BP, BN, FTZ, FACT)
+        else:
+            walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                 BL, BP, BN, FTZ, FACT, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
-
-
-@_relocatable
-def _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, c, head, grp, ptile, has_d, has_z,
-             BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-             FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], ORD: ct.Constant[int]):
-    """Chunk c of the walk: its loads, then its step (ORD picks _walk_step or _walk_chunk); -> the
-    state leaving it. UN=2 calls it twice per loop step, so each tile has two load sites, one per
-    chunk parity: chunk c + 2's loads can start once chunk c has freed them, a step ahead."""
-    cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
-    xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-    if ORD != 0:
-        walked = _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                            BL, BP, BN, FTZ, FACT)
-    else:
-        walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                             BL, BP, BN, FTZ, FACT, SPLIT)
-    return walked
 
 
 @_relocatable
