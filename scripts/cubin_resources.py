@@ -330,7 +330,7 @@ def main(argv=None) -> int:
                     print("\n".join(remark_line(e) for e in found), flush=True)
             if out_dir:
                 os.makedirs(out_dir, exist_ok=True)
-                with open(f"{out_dir}/{kernel}-{cfg}-{sid}-sm_90.cubin".replace(",", "_"), "wb") as f:
+                with open(os.path.join(out_dir, f"{kernel}-{cfg}-{sid}-sm_90.cubin".replace(",", "_")), "wb") as f:
                     f.write(blob)
             print(f"{kernel} {cfg} at {sid}: {secs:.1f} s, {next(iter(resources(blob).values()))}", flush=True)
         return 0
