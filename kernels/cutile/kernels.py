@@ -584,8 +584,8 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                       FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int],
-                      ORD: ct.Constant[int], SB: ct.Constant[int]):
-    """grid (cdiv(p,BP), h, b / SB): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
+                      ORD: ct.Constant[int]):
+    """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
     Each block walks its head's chunks in order with the state in fp32 registers, like chunk_state;
@@ -609,16 +609,10 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     head = ct.bid(1)
     bi = ct.bid(2)
     grp = head // heads_per_group
-    dv = ct.zeros((1, BP), ct.float32)
-    if SB == 2:
-        if has_d != 0:
-            dv = _d_row(D, head, ptile, BP)
-        _walk_two_rows(x, z, Bm, Cm, dtc, cs, init, dv, out, final, nchunks, has_init, has_d, has_z, 2 * bi,
-                       head, grp, ptile, BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-        return
     walked = ct.zeros((BP, BN), ct.float32)
     if has_init != 0:
         walked = ct.load(init, (bi, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
+    dv = ct.zeros((1, BP), ct.float32)
     if has_d != 0:
         dv = _d_row(D, head, ptile, BP)
     for c in range(nchunks):
@@ -631,41 +625,6 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
             walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                                  BL, BP, BN, FTZ, FACT, SPLIT)
     ct.store(final, (bi, head, ptile, 0), walked.reshape((1, 1, BP, BN)))
-
-
-@_relocatable
-def _walk_two_rows(x, z, Bm, Cm, dtc, cs, init, dv, out, final, nchunks, has_init, has_d, has_z, b0, head, grp,
-                   ptile, BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-                   FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], ORD: ct.Constant[int]):
-    """SB=2: rows b0 and b0 + 1 of the batch (two segments of the segmented walk) walked side by side,
-    two independent chains of chunk steps in one block."""
-    b1 = b0 + 1
-    wa = ct.zeros((BP, BN), ct.float32)
-    wb = ct.zeros((BP, BN), ct.float32)
-    if has_init != 0:
-        wa = ct.load(init, (b0, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
-        wb = ct.load(init, (b1, head, ptile, 0), shape=(1, 1, BP, BN), padding_mode=ZERO).reshape((BP, BN))
-    for c in range(nchunks):
-        wa = _walk_at(wa, x, z, Bm, Cm, dtc, cs, dv, out, b0, c, head, grp, ptile, has_d, has_z,
-                      BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-        wb = _walk_at(wb, x, z, Bm, Cm, dtc, cs, dv, out, b1, c, head, grp, ptile, has_d, has_z,
-                      BL, BP, BN, LAT, FTZ, FACT, SPLIT, ORD)
-    ct.store(final, (b0, head, ptile, 0), wa.reshape((1, 1, BP, BN)))
-    ct.store(final, (b1, head, ptile, 0), wb.reshape((1, 1, BP, BN)))
-
-
-@_relocatable
-def _walk_at(walked, x, z, Bm, Cm, dtc, cs, dv, out, bi, c, head, grp, ptile, has_d, has_z,
-             BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
-             FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int], ORD: ct.Constant[int]):
-    """Chunk c of row bi's walk: its loads, then its step; -> the state leaving it."""
-    cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
-    xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
-    if ORD != 0:
-        return _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                          BL, BP, BN, FTZ, FACT)
-    return _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
-                       BL, BP, BN, FTZ, FACT, SPLIT)
 
 
 @_relocatable

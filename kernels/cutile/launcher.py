@@ -327,9 +327,7 @@ def _run_walk(cfg, x, z, B, C, dtc, cs, init32, D32, stream=None):
     g, n = B.shape[2], B.shape[3]
     out = torch.empty_like(x)
     final = torch.empty(b, h, p, n, device=x.device, dtype=torch.float32)
-    if b % cfg.get("SB"):
-        raise ValueError(f"chunk_walk: SB={cfg.get('SB')} walks that many batch rows per block; got {b} rows")
-    grid = (-(-p // cfg.get("BP")), h, b // cfg.get("SB"))
+    grid = (-(-p // cfg.get("BP")), h, b)
     args = (x, z if z is not None else x, B, C, dtc, cs, init32 if init32 is not None else final,
             D32 if D32 is not None else cs[0], out, final,
             l // cfg.get("BL"), h // g, int(init32 is not None), int(D32 is not None), int(z is not None))
