@@ -132,20 +132,16 @@ def _c(**kw) -> tuple[tuple[str, int], ...]:
     return tuple(kw.items())
 
 
-def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, CBX=0, occupancy=2, worker_warps=None) -> Config:
+def walk_config(BN=0, BP=64, LAT=0, FTZ=1, FACT=0, SPLIT=0, ORD=0, occupancy=2, worker_warps=None) -> Config:
     """A chunk_walk Config (BL = 64: chunk 64 only). BN = 0 is the row that turns the walk off (the
     state and scan kernels run); otherwise BN must equal the problem's dstate (the launcher checks).
     ORD=1 issues a step's state product first and adds the chunk's own state after it, as SPLIT=1
-    does, so it needs SPLIT=1 (kernels.chunk_walk_kernel). CBX=1 is a timing probe with a wrong y (ORD=1,
-    dstate 64 only): the score tile loaded instead of computed."""
+    does, so it needs SPLIT=1 (kernels.chunk_walk_kernel)."""
     if ORD not in (0, 1):
         raise ValueError(f"chunk_walk: expected ORD in (0, 1) (the order of a step's products), got {ORD!r}")
     if ORD == 1 and not SPLIT:
         raise ValueError("chunk_walk: ORD=1 adds each chunk's own state after its product: it needs SPLIT=1")
-    if CBX not in (0, 1) or (CBX and (ORD != 1 or BN != 64)):
-        raise ValueError(f"chunk_walk: CBX (a timing probe) is 0, or 1 with ORD=1 and BN=64; got CBX={CBX!r}")
-    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD, CBX=CBX),
-                  occupancy, worker_warps)
+    return Config(_c(BL=64, BP=BP, BN=BN, LAT=LAT, FTZ=FTZ, FACT=FACT, SPLIT=SPLIT, ORD=ORD), occupancy, worker_warps)
 
 
 WALK_OFF = walk_config()

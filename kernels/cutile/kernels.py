@@ -584,7 +584,7 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
                       nchunks, heads_per_group, has_init, has_d, has_z,
                       BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], LAT: ct.Constant[int],
                       FTZ: ct.Constant[int], FACT: ct.Constant[int], SPLIT: ct.Constant[int],
-                      ORD: ct.Constant[int], CBX: ct.Constant[int]):
+                      ORD: ct.Constant[int]):
     """grid (cdiv(p,BP), h, b): chunk_state_kernel and chunk_scan_kernel in one pass, for aligned
     problems without seq_idx at chunk size BL (the launcher's promise) and BN = dstate (one tile).
 
@@ -619,8 +619,8 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
         cst, dtt = _walk_decays(dtc, cs, bi, c, head, BL)
         xt, ck, bk = _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL, BP, BN, LAT)
         if ORD != 0:
-            walked = _walk_step(walked, cst, dtt, xt, ck, bk, Bm, grp, z, dv, out, bi, c, head, ptile, has_d,
-                                has_z, BL, BP, BN, FTZ, FACT, CBX)
+            walked = _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
+                                BL, BP, BN, FTZ, FACT)
         else:
             walked = _walk_chunk(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                                  BL, BP, BN, FTZ, FACT, SPLIT)
@@ -647,21 +647,14 @@ def _walk_tiles(x, Bm, Cm, bi, c, head, grp, ptile, BL: ct.Constant[int], BP: ct
 
 
 @_relocatable
-def _walk_step(walked, cst, dtt, xt, ck, bk, Bm, grp, z, dv, out, bi, c, head, ptile, has_d, has_z,
+def _walk_step(walked, cst, dtt, xt, ck, bk, z, dv, out, bi, c, head, ptile, has_d, has_z,
                BL: ct.Constant[int], BP: ct.Constant[int], BN: ct.Constant[int], FTZ: ct.Constant[int],
-               FACT: ct.Constant[int], CBX: ct.Constant[int]):
+               FACT: ct.Constant[int]):
     """_walk_chunk with the state product x^T B issued before C S^T (ORD=1, SPLIT=1): y of chunk c from
     the state entering it as C S^T decayed by 2^cs plus the diagonal part, stored; -> the state leaving
     it, the entering one decayed plus the chunk's own."""
     entering = walked.astype(ck.dtype)
-    if CBX != 0:
-        # timing probe, wrong y: the score tile loaded (another chunk's B tile, which L2 holds) instead
-        # of computed, as a C B^T computed once per group and chunk would be
-        probe = ct.load(Bm, (bi, c + 1, grp, 0), shape=(1, BL, 1, BN), padding_mode=ZERO).reshape((BL, BN))
-        yd = _chunk_diagonal(probe.astype(ct.float32), ct.zeros((BL, BP), ct.float32), cst, dtt, xt, BL, BL,
-                             FTZ, FACT)
-    else:
-        yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
+    yd = _walk_diagonal(cst, dtt, xt, ck, bk, BL, BP, FTZ, FACT)
     own, end = _own_state(xt, bk, cst, dtt, BL, BP, BN)
     yt = ct.mma(ck, ct.transpose(entering), ct.zeros((BL, BP), ct.float32))
     yt = yt * ct.exp2(cst)[:, None] + yd
