@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes nod occ1 bp32 scanhd" WORKERS=16 SUITE_S=420
+# usage: scripts/gpu_segments.sh [--out DIR]   # env: PART="smoke suite race catalog ab passes nod occ1 lat10 scanhd" WORKERS=16 SUITE_S=420
 # The segmented walk (issue 27) and the kernels of the long shapes on a GPU host, in ten parts (PART
 # picks some; each is one 10-minute command at most, so a call may run one or two):
 #   smoke    scripts/smoke_segments.py at 2 and 4 segments: forced on, against float64 (~1 min cold)
@@ -23,9 +23,9 @@
 #   occ1     the walk at occupancy 1, where tileiras gives each tile two buffers (120 KB): bench.segment_passes
 #            beside the table at 2x32K h32 dstate 64 with 2 and 4 segments (and 8 worker warps at 2), and
 #            at 8x2K h32 dstate 64 (DIR/occ1-*/; ~2 min)
-#   bp32     the walk at BP=32 with latency hint 10 at occupancy 2, where tileiras pipelines its loads (CPU:
-#            59 TMA load instructions against the row's 10, 114 KB, no frame): bench.segment_passes beside
-#            the table at 2x32K h32 dstate 64 (4 and 2 segments) and 8x2K h32 dstate 64 (DIR/bp32-*/; ~1 min)
+#   lat10    latency hint 10, where tileiras buffers the loads more deeply (CPU, the SASS's barriers): the
+#            walk at BP=32 (occupancy 2) and pass 1 at occupancy 2, by bench.segment_passes beside the
+#            table at 2x32K h32 dstate 64 (4 and 2 segments) and 8x2K h32 dstate 64 (DIR/lat10-*/; ~1 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -73,16 +73,16 @@ for n in map(int, os.environ["AB_DSTATES"].split()):
              --variant "2/$w64,worker_warps=8" --out "$DEST/occ1-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/occ1-2x32k.log"
            python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:occupancy=1 \
              --out "$DEST/occ1-8x2k" 2>&1 | grep -v "^{" | tee "$DEST/occ1-8x2k.log" ;;
-    bp32)  w64="chunk_walk:BN=64,SPLIT=1,ORD=1,BP=32,LAT=10"
+    lat10) w64="chunk_walk:BN=64,SPLIT=1,ORD=1,BP=32,LAT=10"; p1="segment_state:LAT=10,DLAT=10,occupancy=2"
            python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64" --variant "2/$w64" \
-             --out "$DEST/bp32-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/bp32-2x32k.log"
+             --variant "4/$p1" --variant "4/$w64/$p1" --out "$DEST/lat10-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/lat10-2x32k.log"
            python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:BP=32,LAT=10 \
-             --out "$DEST/bp32-8x2k" 2>&1 | grep -v "^{" | tee "$DEST/bp32-8x2k.log" ;;
+             --out "$DEST/lat10-8x2k" 2>&1 | grep -v "^{" | tee "$DEST/lat10-8x2k.log" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
              2>&1 | tee "$DEST/scanhd.log" ;;
-    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes, nod, occ1, bp32 or scanhd" >&2; exit 2 ;;
+    *) echo "gpu_segments.sh: unknown PART '$part': expected smoke, suite, race, catalog, ab, passes, nod, occ1, lat10 or scanhd" >&2; exit 2 ;;
   esac
   echo "$part: exit ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done
