@@ -18,8 +18,8 @@ the long dstate-64 shapes with few pairs; variant 1 is then the two kernels).
 Per variant and shape: the forward eagerly and replayed from a CUDA graph (bench.race.bench_ms /
 graph_ms, medians), `--rounds` times alternating over the variants; then `--iters` forwards under
 torch.profiler, each kernel's median duration (CUDA activity) and launches per forward. Each
-variant's output is compared with the table's (normwise) first. `--without D` (or z, dt_bias) leaves that
-optional input out of every forward, to time what it costs. Writes passes.json and prints a table.
+variant's output is compared with the table's (normwise) first. `--without D` leaves D out of every
+forward, to time what the D skip costs. Writes passes.json and prints a table.
 """
 from __future__ import annotations
 
@@ -136,7 +136,8 @@ def run(shapes, variants, rounds: int, iters: int, out: Path, log=print, without
 
 
 def _inputs(shape, without: tuple) -> dict:
-    """The race's inputs for `shape` less the optional ones named in `without` (D, z, dt_bias)."""
+    """The race's inputs for `shape` less the optional ones named in `without` (D: the race gives no
+    other optional input)."""
     from bench.ab_row import forward_kwargs
     kw = forward_kwargs(shape)
     for name in without:
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the plan and exit (no GPU)")
     ap.add_argument("--profile-once", action="store_true",
                     help="no timing: one forward per variant inside a CUDA profiler range (for ncu)")
-    ap.add_argument("--without", action="append", default=[], choices=("D", "z", "dt_bias"),
+    ap.add_argument("--without", action="append", default=[], choices=("D",),
                     help="leave this optional input out of every forward (what it costs; repeatable)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")) / "passes")
     args = ap.parse_args(argv)

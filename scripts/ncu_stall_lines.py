@@ -73,7 +73,8 @@ def report(name: str, header: list[str], rows: list[list[str]], executed: int | 
                              f"(--page source --print-source sass --csv)")
     stalls = stall_columns(header)
     total = sum(_num(r[ix[SAMPLES]]) for r in rows)
-    chosen = [r for r in rows if executed is None or _num(r[ix[EXECUTED]]) == executed]
+    picked = [executed is None or _num(r[ix[EXECUTED]]) == executed for r in rows]
+    chosen = [r for r, keep in zip(rows, picked) if keep]
     base = sum(_num(r[ix[SAMPLES]]) for r in chosen) or 1.0
     lines = [f"{name[:90]}", f"samples {base:.0f} of {total:.0f} ({100 * base / max(total, 1.0):.1f}%)"
              + (f" in the {len(chosen)} instructions that ran {executed} times" if executed else "")]
@@ -83,16 +84,15 @@ def report(name: str, header: list[str], rows: list[list[str]], executed: int | 
             by_reason[h] += _num(r[ix[h]])
     lines += [f"  {h[6:]:18s} {100 * v / base:5.1f}%" for h, v in by_reason.most_common() if v]
     lines.append("index  share  main reason  executed  instruction")
-    for i, r in enumerate(rows):
+    for i, (r, keep) in enumerate(zip(rows, picked)):
+        if not keep or not (_num(r[ix[EXECUTED]]) or _num(r[ix[SAMPLES]])):
+            continue
         share = 100 * _num(r[ix[SAMPLES]]) / base
         src = r[ix["Source"]].strip()
-        if (r not in chosen and executed is not None) or not (_num(r[ix[EXECUTED]]) or _num(r[ix[SAMPLES]])):
-            continue
-        if INDEX in ix:
-            i = int(r[ix[INDEX]])
         if share >= min_share or any(w in src for w in SYNC_WORDS):
+            row = int(r[ix[INDEX]]) if INDEX in ix else i
             main = max(stalls, key=lambda h: _num(r[ix[h]]))[6:] if stalls else "-"
-            lines.append(f"{i:5d} {share:5.1f}%  {main:11s} {int(_num(r[ix[EXECUTED]])):>9d}  {src[:90]}")
+            lines.append(f"{row:5d} {share:5.1f}%  {main:11s} {int(_num(r[ix[EXECUTED]])):>9d}  {src[:90]}")
     return "\n".join(lines)
 
 

@@ -376,9 +376,8 @@ def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     frame and ran 1.6x slower, reports/2026-12-04-walk-order.md, so that row keeps ORD=0.)"""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
-    rows = [(sid, dispatch.TABLE["chunk_walk"][row].config) for sid, row in
-            (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0))]
-    for sid, cfg in rows:
+    for sid, row in (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0)):
+        cfg = dispatch.TABLE["chunk_walk"][row].config
         blob, _ = cr.compile_like("chunk_walk", cfg, cr.launch_symbols(sid, 64)["chunk_walk"])
         res = next(iter(cr.resources(blob).values()))
         assert res["frame"] == 0 and res["regcount"] <= 128, (sid, str(cfg), res)

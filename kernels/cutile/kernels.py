@@ -702,13 +702,6 @@ def _carry(walked, own, end):
 
 
 @_relocatable
-def _accumulate(walked, xt, scaled, end):
-    """The state leaving a chunk (SPLIT=0): x^T (B 2^(end - cs) dt) accumulated into the entering state
-    decayed by 2^end."""
-    return ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
-
-
-@_relocatable
 def _decayed_b(bk, cst, dtt, dtype, BL: ct.Constant[int]):
     """B 2^(end - cs) dt of a chunk in `dtype` (the state product's right operand), and end."""
     end = ct.extract(cst, (BL - 1,), shape=(1,))
@@ -727,7 +720,7 @@ def _state_step(walked, xt, bk, cst, dtt, BL: ct.Constant[int], BP: ct.Constant[
         walked = _carry(walked, own, end)
     else:
         scaled, end = _decayed_b(bk, cst, dtt, xt.dtype, BL)
-        walked = _accumulate(walked, xt, scaled, end)
+        walked = ct.mma(ct.transpose(xt), scaled, walked * ct.exp2(end).reshape((1, 1)))
     return walked, end
 
 
