@@ -25,7 +25,8 @@
 #            at 8x2K h32 dstate 64 (DIR/occ1-*/; ~2 min)
 #   lat10    latency hint 10, where tileiras buffers the loads more deeply (CPU, the SASS's barriers): the
 #            walk at BP=32 (occupancy 2) and pass 1 at occupancy 2, by bench.segment_passes beside the
-#            table at 2x32K h32 dstate 64 (4 and 2 segments) and 8x2K h32 dstate 64 (DIR/lat10-*/; ~1 min)
+#            table at 2x32K h32 dstate 64 (4 and 2 segments), at 8x2K h32 dstate 64 and 128 (BP=64 too), and
+#            at 2x32K h32 dstate 128 with 4 segments forced, with and without each hint (DIR/lat10-*/; ~2 min)
 #   scanhd   bench.ab_row --set chunk_scan:HD=1 (D's row loaded with the scan tile's first loads) at six
 #            shapes the two kernels serve, 3 rounds (DIR/scanhd/, ~2 min)
 # Output in DIR (default out/segments): smoke.log, suite/ (gpu_verify_cutile.sh's files), race/<group>.json
@@ -76,8 +77,13 @@ for n in map(int, os.environ["AB_DSTATES"].split()):
     lat10) w64="chunk_walk:BN=64,SPLIT=1,ORD=1,BP=32,LAT=10"; p1="segment_state:LAT=10,DLAT=10,occupancy=2"
            python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64" --variant "2/$w64" \
              --variant "4/$p1" --variant "4/$w64/$p1" --out "$DEST/lat10-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/lat10-2x32k.log"
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:BP=32,LAT=10 \
-             --out "$DEST/lat10-8x2k" 2>&1 | grep -v "^{" | tee "$DEST/lat10-8x2k.log" ;;
+           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
+             --variant 1/chunk_walk:BP=32,LAT=10 --variant 1/chunk_walk:LAT=10 --out "$DEST/lat10-8x2k" 2>&1 \
+             | grep -v "^{" | tee "$DEST/lat10-8x2k.log"
+           w128="chunk_walk:BN=128,FACT=1,SPLIT=1,BP=32,LAT=10"
+           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128" \
+             --variant "4/$p1" --variant "4/$w128/$p1" --out "$DEST/lat10-2x32k-n128" 2>&1 | grep -v "^{" \
+             | tee "$DEST/lat10-2x32k-n128.log" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
