@@ -12,9 +12,11 @@ the arrivals that free a buffer, the fences, the matrix products and their compl
 with its share, its main stall reason and how often it ran. `--executed N` keeps the instructions
 that ran N times and takes the shares over them: tileiras gives the walk a producer warp (the TMA
 loads), a store warp and a 4-warp consumer group, so N = 4 x the blocks' chunk steps selects the
-consumer's loop. Instructions neither run nor sampled are not listed. `--digest OUT` writes the chosen
-block's columns that this reads, for the other instructions (as CSV, xz if OUT ends in .xz), small
-enough to keep with a report; a digest is read back like the full page and prints the same lines.
+consumer's loop. `--opcodes` adds how many of those instructions (that ran) each opcode has: for a
+loop, the instruction mix of one step of one warp. Instructions neither run nor sampled are not
+listed. `--digest OUT` writes the chosen block's columns that this reads, for the other instructions
+(as CSV, xz if OUT ends in .xz), small enough to keep with a report; a digest is read back like the
+full page and prints the same lines.
 """
 from __future__ import annotations
 
@@ -96,6 +98,19 @@ def report(name: str, header: list[str], rows: list[list[str]], executed: int | 
     return "\n".join(lines)
 
 
+def opcode(source: str) -> str:
+    """An instruction's opcode without its predicate or modifiers: '@!P0 BRA 0x40' -> 'BRA'."""
+    words = [w for w in source.split() if not w.startswith("@")]
+    return words[0].split(".")[0] if words else ""
+
+
+def opcode_counts(header: list[str], rows: list[list[str]], executed: int | None) -> str:
+    ix = {h: i for i, h in enumerate(header)}
+    ran = [r for r in rows if _num(r[ix[EXECUTED]]) and (executed is None or _num(r[ix[EXECUTED]]) == executed)]
+    counts = Counter(opcode(r[ix["Source"]]) for r in ran)
+    return f"opcodes of the {len(ran)} instructions that ran: " + ", ".join(f"{k} {v}" for k, v in counts.most_common())
+
+
 def write_digest(path: str, name: str, header: list[str], rows: list[list[str]]) -> None:
     """The columns this reads, of the instructions that ran or were sampled (the others are never
     listed), each with its row in the full page, so a digest prints what the page prints."""
@@ -121,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executed", type=int, default=None, help="keep the instructions that ran this many times")
     ap.add_argument("--min-share", type=float, default=1.0, help="percent of the samples an instruction must hold")
     ap.add_argument("--digest", default=None, help="write the chosen kernel's stall columns here")
+    ap.add_argument("--opcodes", action="store_true", help="also count the chosen instructions by opcode")
     args = ap.parse_args(argv)
     found = [b for b in blocks(args.csv) if args.kernel in b[0]]
     if not 0 <= args.index < len(found):
@@ -131,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.digest:
         write_digest(args.digest, name, header, rows)
     print(report(name, header, rows, args.executed, args.min_share))
+    if args.opcodes:
+        print(opcode_counts(header, rows, args.executed))
     return 0
 
 

@@ -85,3 +85,15 @@ def test_segment_passes_without_leaves_the_named_input_out(monkeypatch):
     assert segment_passes._inputs(None, ()) == {"x": 1, "D": 2, "z": 3}
     with pytest.raises(SystemExit):
         segment_passes.main(["--shape", "b2-l32768-h32-p64-n64-g1", "--variant", "4", "--without", "x", "--list"])
+
+
+def test_opcodes_count_the_chosen_instructions_that_ran_without_predicates(tmp_path, capsys):
+    tool = _tool()
+    page = _page(tmp_path)
+    assert tool.main([str(page), "--kernel", "walk", "--executed", "8", "--opcodes"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("opcodes of the 4 instructions that ran: ")
+    assert sorted(last.split(": ")[1].split(", ")) == ["BRA 1", "FFMA 1", "SYNCS 1", "WARPGROUP 1"]
+    assert tool.main([str(page), "--kernel", "walk", "--opcodes"]) == 0   # the producer's sleep too,
+    last = capsys.readouterr().out.splitlines()[-1]                       # not the wait that never ran
+    assert sorted(last.split(": ")[1].split(", ")) == ["BRA 1", "FFMA 1", "NANOSLEEP 1", "SYNCS 1", "WARPGROUP 1"]

@@ -132,8 +132,8 @@ def test_the_tracked_tree_names_nothing_of_how_it_was_built():
     assert not found, f"{len(found)} words of the build process in the tree:\n" + "\n".join(found[:80])
 
 
-TREE_BUDGET = 3_400_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
-                          # carries the tree and the bundle (61.4 MB) within 64 MiB, so 3.4 MB leaves 2.3 MB
+TREE_BUDGET = 3_600_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
+                          # carries the tree and the bundle (61.4 MB) within 64 MiB, so 3.6 MB leaves 2.1 MB
 
 
 def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str | None:
