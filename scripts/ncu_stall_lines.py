@@ -105,6 +105,7 @@ def opcode(source: str) -> str:
 
 
 def opcode_counts(header: list[str], rows: list[list[str]], executed: int | None) -> str:
+    """One line: the opcodes of the instructions that ran (`executed` times, if given), most first."""
     ix = {h: i for i, h in enumerate(header)}
     ran = [r for r in rows if _num(r[ix[EXECUTED]]) and (executed is None or _num(r[ix[EXECUTED]]) == executed)]
     counts = Counter(opcode(r[ix["Source"]]) for r in ran)
