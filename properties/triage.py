@@ -142,8 +142,9 @@ def _declared(values, v) -> bool:
 def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     """The dtype's model-layer twins at a production grid (batch 8 x 32+ heads, headdim 64), where
     kernels take paths only wide grids take, each left out where `info` does not declare its sizes:
-    three whole chunks of 64 (cuTile's chunk walk: dstate 64 in float32, 128 in the others, its two
-    rows); the same one token short of whole chunks (a prompt of any length: a path that serves only
+    three whole chunks of 64 (cuTile's chunk walk: dstate 128 in float16, 64 in the others, so each of
+    its two rows has a 16-bit twin, whose kernels compile several times faster than float32's); the
+    same one token short of whole chunks (a prompt of any length: a path that serves only
     whole chunks must hand it on); two whole chunks of the dtype's own chunk size at the largest
     dstate, batch 2 with heads enough for cuTile's chunk-state rows of 264+ blocks, an even number per
     group."""
@@ -152,7 +153,7 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
     nheads = problem.nheads * -(-WIDE_HEADS // problem.nheads)
     wide = problem.replace(batch=WIDE_BATCH, nheads=nheads, headdim=64, seq_starts=(), varlen=False)
     out = []
-    walk_n = next((n for n in ((64, 128) if problem.dtype == "float32" else (128, 64)) if _declared(info.dstates, n)), None)
+    walk_n = next((n for n in ((128, 64) if problem.dtype == "float16" else (64, 128)) if _declared(info.dstates, n)), None)
     if 64 in info.chunk_sizes and walk_n is not None:
         out.append(wide.replace(chunk_size=64, seqlen=3 * 64, dstate=walk_n, seed=3))
         if not info.seqlen_multiple_of_chunk:

@@ -138,6 +138,24 @@ def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
     assert triage.battery(info, False, "float32", regime="model") == triage.battery(info, False, "float32")
 
 
+def test_each_walk_row_has_a_16_bit_model_layer_twin():
+    """Every chunk-walk row the model-layer batteries reach is reached by a 16-bit one, whose kernels
+    compile several times faster than float32's: with both 16-bit twins at dstate 128, the ORD=1 row
+    (dstate 64) had only float32's, and its three mutants took 26-37 s to die on the H200 against
+    8-10 s for the other walk mutants (reports/2026-12-04-walk-order.md)."""
+    from kernels.cutile import dispatch
+    info = lookup("cutile")
+    reached: dict[int, set[str]] = {}
+    for dtype in sorted(info.dtypes):
+        for p in triage.battery(info, True, dtype, regime="model"):
+            i = dispatch.row("chunk_walk", _table_problem(p))
+            if not p.varlen and dispatch.TABLE["chunk_walk"][i].config != dispatch.WALK_OFF:
+                reached.setdefault(i, set()).add(dtype)
+    assert len(reached) >= 2, reached                  # the dstate-64 and dstate-128 rows
+    for i, dtypes in reached.items():
+        assert dtypes & {"bfloat16", "float16"}, f"chunk_walk row {i}: only {sorted(dtypes)}"
+
+
 def _scan_config(problem):
     """cuTile's chunk_scan Config for `problem`, from shapes alone."""
     from kernels.cutile import launcher
