@@ -141,8 +141,9 @@ def test_the_model_layer_battery_reaches_the_paths_only_wide_grids_take():
 def test_each_walk_row_has_a_16_bit_model_layer_twin():
     """Every chunk-walk row the model-layer batteries reach is reached by a 16-bit one, whose kernels
     compile several times faster than float32's: with both 16-bit twins at dstate 128, the ORD=1 row
-    (dstate 64) had only float32's, and its three mutants took 26-37 s to die on the H200 against
-    8-10 s for the other walk mutants (reports/2026-12-04-walk-order.md)."""
+    (dstate 64) had only float32's, and its three mutants took 26-37 s to die on the H200 (each alone,
+    from an empty cache: reports/2026-12-04-walk-order.md); at bfloat16's twin, 11-12 s from a cold
+    fill (reports/2026-12-04-battery-walk-twins.md)."""
     from kernels.cutile import dispatch
     info = lookup("cutile")
     reached: dict[int, set[str]] = {}
