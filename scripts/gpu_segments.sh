@@ -40,6 +40,10 @@ RACE_GROUPS=${RACE_GROUPS:-long64 long128}
 [ -f .gpu-bundle/setup.sh ] && source .gpu-bundle/setup.sh
 export PYTHONUNBUFFERED=1 SSDCHECK_COMPILE_CACHE=${SSDCHECK_COMPILE_CACHE:-/tmp/ssdcheck-cutile-cache}
 export CUDA_TILE_CACHE_DIR=$SSDCHECK_COMPILE_CACHE
+# bench.segment_passes into DIR/NAME/ and DIR/NAME.log (its JSON lines left out of the log); returns its status
+passes_to() { local name=$1; shift
+  python3 -m bench.segment_passes "$@" --out "$DEST/$name" 2>&1 | grep -v "^{" | tee "$DEST/$name.log"
+  return "${PIPESTATUS[0]}"; }
 : > "$DEST/summary.txt"
 for part in $PART; do
   t0=$(date +%s)
@@ -66,24 +70,20 @@ for n in map(int, os.environ["AB_DSTATES"].split()):
     passes) python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --shape b2-l32768-h32-p64-n128-g1 \
              --variant 1 --variant 4 --out "$DEST/passes" 2>&1 | tee "$DEST/passes.log" ;;
     nod)   for s in b2-l32768-h32-p64-n64-g1:4 b8-l2048-h32-p64-n64-g1:1; do
-             python3 -m bench.segment_passes --shape "${s%:*}" --variant "${s#*:}" --without D \
-               --out "$DEST/nod-${s%%-h*}" 2>&1 | grep -v "^{" | tee "$DEST/nod-${s%%-h*}.log"
+             passes_to "nod-${s%%-h*}" --shape "${s%:*}" --variant "${s#*:}" --without D
            done ;;
     occ1)  w64="chunk_walk:BN=64,SPLIT=1,ORD=1,occupancy=1"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "2/$w64" --variant "4/$w64" \
-             --variant "2/$w64,worker_warps=8" --out "$DEST/occ1-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/occ1-2x32k.log"
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:occupancy=1 \
-             --out "$DEST/occ1-8x2k" 2>&1 | grep -v "^{" | tee "$DEST/occ1-8x2k.log" ;;
+           passes_to occ1-2x32k --shape b2-l32768-h32-p64-n64-g1 --variant "2/$w64" --variant "4/$w64" \
+             --variant "2/$w64,worker_warps=8"
+           passes_to occ1-8x2k --shape b8-l2048-h32-p64-n64-g1 --variant 1/chunk_walk:occupancy=1 ;;
     lat10) w64="chunk_walk:BN=64,SPLIT=1,ORD=1,BP=32,LAT=10"; p1="segment_state:LAT=10,DLAT=10,occupancy=2"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64" --variant "2/$w64" \
-             --variant "4/$p1" --variant "4/$w64/$p1" --out "$DEST/lat10-2x32k" 2>&1 | grep -v "^{" | tee "$DEST/lat10-2x32k.log"
-           python3 -m bench.segment_passes --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
-             --variant 1/chunk_walk:BP=32,LAT=10 --variant 1/chunk_walk:LAT=10 --out "$DEST/lat10-8x2k" 2>&1 \
-             | grep -v "^{" | tee "$DEST/lat10-8x2k.log"
            w128="chunk_walk:BN=128,FACT=1,SPLIT=1,BP=32,LAT=10"
-           python3 -m bench.segment_passes --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128" \
-             --variant "4/$p1" --variant "4/$w128/$p1" --out "$DEST/lat10-2x32k-n128" 2>&1 | grep -v "^{" \
-             | tee "$DEST/lat10-2x32k-n128.log" ;;
+           passes_to lat10-2x32k --shape b2-l32768-h32-p64-n64-g1 --variant "4/$w64" --variant "2/$w64" \
+             --variant "4/$p1" --variant "4/$w64/$p1"
+           passes_to lat10-8x2k --shape b8-l2048-h32-p64-n64-g1 --shape b8-l2048-h32-p64-n128-g1 \
+             --variant 1/chunk_walk:BP=32,LAT=10 --variant 1/chunk_walk:LAT=10
+           passes_to lat10-2x32k-n128 --shape b2-l32768-h32-p64-n128-g1 --variant 4 --variant "4/$w128" \
+             --variant "4/$p1" --variant "4/$w128/$p1" ;;
     scanhd) python3 -m bench.ab_row --set chunk_scan:HD=1 --rounds 3 --out "$DEST/scanhd" \
              --shape b2-l32768-h32-p64-n128-g1@64 --shape b2-l16384-h64-p64-n64-g1@64 --shape b2-l16384-h64-p64-n128-g8@64 \
              --shape b2-l32768-h32-p64-n256-g1@64 --shape b4-l8192-h32-p64-n64-g1@64 --shape b8-l2048-h32-p64-n256-g1@64 \
