@@ -144,14 +144,14 @@ def test_each_walk_row_has_a_16_bit_model_layer_twin():
     (dstate 64) had only float32's, and its three mutants took 26-37 s to die on the H200 (each alone,
     from an empty cache: reports/2026-12-04-walk-order.md); at bfloat16's twin, 11-12 s from a cold
     fill (reports/2026-12-04-battery-walk-twins.md)."""
-    from kernels.cutile import dispatch
+    from kernels.cutile import dispatch, launcher
     info = lookup("cutile")
     reached: dict[int, set[str]] = {}
     for dtype in sorted(info.dtypes):
         for p in triage.battery(info, True, dtype, regime="model"):
-            i = dispatch.row("chunk_walk", _table_problem(p))
-            if not p.varlen and dispatch.TABLE["chunk_walk"][i].config != dispatch.WALK_OFF:
-                reached.setdefault(i, set()).add(dtype)
+            tp = _table_problem(p)
+            if not p.varlen and launcher._walk_config(tp) is not None:   # the launcher walks it
+                reached.setdefault(dispatch.row("chunk_walk", tp), set()).add(dtype)
     assert len(reached) >= 2, reached                  # the dstate-64 and dstate-128 rows
     for i, dtypes in reached.items():
         assert dtypes & {"bfloat16", "float16"}, f"chunk_walk row {i}: only {sorted(dtypes)}"
