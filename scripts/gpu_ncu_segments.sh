@@ -18,7 +18,7 @@ if [ -z "$NCU" ]; then echo "gpu_ncu_segments.sh: ncu (Nsight Compute) not found
   python3 -m bench.segment_passes --shape "$SHAPE" --variant "$VARIANT" --profile-once >> "$DEST/ncu-run.log" 2>&1
 echo "ncu rc=$?" | tee -a "$DEST/ncu-run.log"
 "$NCU" -i "$DEST/ncu.ncu-rep" --page details > "$DEST/ncu-details.txt" 2>&1
-# per-instruction warp-stall samples of the walk (the source page, SASS), for scripts/ncu_stall_lines.py
+# per-instruction warp-stall samples of SOURCE_KERNEL (default the walk; the source page, SASS), for scripts/ncu_stall_lines.py
 "$NCU" -i "$DEST/ncu.ncu-rep" --page source --print-source sass --csv --kernel-name regex:"${SOURCE_KERNEL:-chunk_walk}" \
   > "$DEST/ncu-source-sass.csv" 2> "$DEST/ncu-source.err"
 tail -n 20 "$DEST/ncu-run.log"
