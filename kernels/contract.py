@@ -47,8 +47,11 @@ def _tensor(name: str, t, expected_shape: tuple, *, floating: bool = True) -> No
 
 def check_ssd_args(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                    seq_idx=None, cu_seqlens=None, dt_limit=(0.0, math.inf),
-                   return_varlen_states=False) -> None:
+                   return_varlen_states=False, return_states_dtype=None) -> None:
     """Raise SSDArgumentError naming the first argument that breaks the contract."""
+    if return_states_dtype is not None and return_states_dtype not in FLOAT_DTYPES:
+        _fail("return_states_dtype", "None or a floating torch dtype (float32, float16, bfloat16, float64)",
+              repr(return_states_dtype))
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
         _fail("x", "a 4-dim tensor (batch, seqlen, nheads, headdim)",
               _shape(x) if isinstance(x, torch.Tensor) else type(x).__name__)

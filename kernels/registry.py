@@ -3,7 +3,9 @@
 A `KernelInfo` says what an implementation supports; strategies read it so a kernel is only given
 problems it claims to handle, and `check_supported` turns anything else into a clear error.
 
-Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`, `vllm`), an import
+Lookup takes a registered short name (`torch-ref`, `cutile`, `tilegym`, `mamba-ssm`, `vllm`: each peer as it
+ships, autotuned; `vllm-first-config`, `tilegym-first-config`: the same peers with their first configs
+forced, for fast fuzzing), an import
 path `package.module:function` for any user revision, or a file `path/to/file.py:function` (relative
 to the current directory). Such a function declares its capabilities
 with a `KernelInfo` in its `ssd_info` attribute; without one it gets `default_info`, which assumes the
@@ -37,17 +39,24 @@ ALL_OPTIONS = frozenset({
     "varlen_states",   # cu_seqlens + return_varlen_states=True
     "ngroups",         # ngroups > 1 (ngroups == 1 is always allowed)
     "dt_input_dtype",  # dt in x's dtype instead of float32
+    "states_input_dtype",  # initial_states in x's dtype (a state cache in the model dtype) instead of float32
+    "params_input_dtype",  # D and dt_bias in x's dtype (a model cast to it) instead of float32
 })
 # Conventions beyond mamba_ssm's own: declared explicitly, never assumed (ALL_OPTIONS is the default).
 EXTENSIONS = frozenset({
     "varlen_initial_states",  # with cu_seqlens: initial_states (num_seqs, h, p, n), one per sequence (vLLM)
+    # the keyword return_states_dtype (a torch dtype): final and varlen states are returned in it, the
+    # caller's state cache dtype (vLLM's state_dtype); without it final states are float32 and varlen
+    # states in the declared state_dtype, as mamba_ssm returns them
+    "return_states_dtype",
 })
 # The argument of mamba_chunk_scan_combined that turns each option on, for error messages.
 OPTION_ARGUMENT = {"D": "D", "D_headdim": "D", "z": "z", "dt_bias": "dt_bias", "dt_softplus": "dt_softplus",
                    "dt_limit": "dt_limit", "initial_states": "initial_states",
                    "final_states": "return_final_states", "seq_idx": "seq_idx",
                    "varlen_states": "return_varlen_states", "ngroups": "B", "dt_input_dtype": "dt",
-                   "varlen_initial_states": "initial_states"}
+                   "varlen_initial_states": "initial_states", "states_input_dtype": "initial_states",
+                   "params_input_dtype": "D", "return_states_dtype": "return_states_dtype"}
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 MATMULS = ("ieee", "tf32", "tf32-trunc")   # what fp32 matmul operands become; the yardstick models each
 EXPS = ("ieee", "fast")   # the decays' exp: libdevice expf, or exp2(x*log2 e) on ex2.approx.f32 (vLLM's fast_exp)
@@ -283,7 +292,8 @@ def check_supported(info: KernelInfo, *, dtype: str, chunk_size: int, seqlen: in
 
 def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
                     initial_states=None, seq_idx=None, return_final_states=False,
-                    return_varlen_states=False, dt=None, x=None, cu_seqlens=None) -> set[str]:
+                    return_varlen_states=False, dt=None, x=None, cu_seqlens=None,
+                    return_states_dtype=None) -> set[str]:
     """The contract options a concrete call uses, named as in ALL_OPTIONS."""
     used = set()
     if D is not None:
@@ -294,8 +304,11 @@ def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit
                      ("final_states", return_final_states), ("varlen_states", return_varlen_states)):
         if on:
             used.add(name)
-    if dt is not None and x is not None and dt.dtype != torch.float32 and dt.dtype == x.dtype:
-        used.add("dt_input_dtype")
+    if x is not None and x.dtype != torch.float32:
+        narrow = {"dt_input_dtype": (dt,), "states_input_dtype": (initial_states,), "params_input_dtype": (D, dt_bias)}
+        used.update(k for k, ts in narrow.items() if any(t is not None and t.dtype == x.dtype for t in ts))
+    if return_states_dtype is not None:
+        used.add("return_states_dtype")
     if (initial_states is not None and cu_seqlens is not None and x is not None
             and initial_states.shape[0] != x.shape[0]):  # one per sequence (the contract checked the count)
         used.add("varlen_initial_states")
@@ -304,20 +317,20 @@ def options_of_call(*, D=None, z=None, dt_bias=None, dt_softplus=False, dt_limit
 
 def check_call(info: KernelInfo, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-               return_final_states=False, return_varlen_states=False) -> None:
+               return_final_states=False, return_varlen_states=False, return_states_dtype=None) -> None:
     """The first line of every implementation: the contract (kernels.contract.check_ssd_args), then
     what `info` declares; either raises an error that names the argument."""
     from kernels.contract import check_ssd_args  # noqa: PLC0415 (contract needs nothing from here)
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
+                   return_varlen_states=return_varlen_states, return_states_dtype=return_states_dtype)
     check_supported(info, dtype=str(x.dtype).removeprefix("torch."), chunk_size=chunk_size, seqlen=x.shape[1],
                     headdim=x.shape[3], dstate=B.shape[3], ngroups=B.shape[2], nheads=x.shape[2],
                     options=options_of_call(D=D, z=z, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit,
                                             initial_states=initial_states, seq_idx=seq_idx,
                                             return_final_states=return_final_states,
                                             return_varlen_states=return_varlen_states, dt=dt, x=x,
-                                            cu_seqlens=cu_seqlens))
+                                            cu_seqlens=cu_seqlens, return_states_dtype=return_states_dtype))
 
 
 # Registered short names -> "module:attribute" of their KernelInfo; imported lazily so that a
@@ -328,6 +341,8 @@ _REGISTERED: dict[str, str] = {
     "tilegym": "kernels.peers.tilegym:INFO",
     "mamba-ssm": "kernels.peers.mamba_ssm:INFO",
     "vllm": "kernels.peers.vllm:INFO",
+    "vllm-first-config": "kernels.peers.vllm:FIRST_CONFIG",
+    "tilegym-first-config": "kernels.peers.tilegym:FIRST_CONFIG",
 }
 
 

@@ -166,16 +166,21 @@ def _varlen_states(B, x, dt_out, dA_cumsum, states_in, cu_seqlens):
 
 def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                 seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                return_final_states=False, return_varlen_states=False):
-    """mamba_chunk_scan_combined's contract, computed chunk by chunk in working precision."""
+                return_final_states=False, return_varlen_states=False, return_states_dtype=None):
+    """mamba_chunk_scan_combined's contract, computed chunk by chunk in working precision; with
+    return_states_dtype (the extension) the final and varlen states are returned in that dtype."""
     check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
-               return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+               return_final_states=return_final_states, return_varlen_states=return_varlen_states,
+               return_states_dtype=return_states_dtype)
     dA_cumsum, dt_out = chunk_cumsum(dt, A, chunk_size, dt_bias, dt_softplus, dt_limit)
     states = chunk_state(B, x, dt_out, dA_cumsum, seq_idx)
     states_in, final_states = state_passing(states, dA_cumsum, initial_states, seq_idx)
     out = chunk_scan(B, C, x, dt_out, dA_cumsum, states_in, D, z, seq_idx)
     varlen = _varlen_states(B, x, dt_out, dA_cumsum, states_in, cu_seqlens) if return_varlen_states else None
+    if return_states_dtype is not None:
+        final_states = final_states.to(return_states_dtype)
+        varlen = None if varlen is None else varlen.to(return_states_dtype)
     return unpack_returns(out, final_states, varlen, return_final_states, return_varlen_states)
 
 
@@ -185,6 +190,9 @@ INFO = KernelInfo(
     dtypes=("float32", "float16", "bfloat16"),
     chunk_sizes=(16, 32, 64, 128, 256),
     device="any",
+    # the whole contract, and the caller's choice of the returned states' dtype (the extension vLLM
+    # has), so the CPU suite draws a state cache in the model dtype end to end
+    options=ALL_OPTIONS | {"return_states_dtype"},
     state_dtype="fp32",
     matmul="ieee",
     bitwise_batch_invariant=False,

@@ -179,16 +179,18 @@ def _varlen_states_f64(B, x, dt_out, dA_cumsum, cu_seqlens, initial_states):
 
 def ssd_chunked_f64(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                     seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf),
-                    return_final_states=False, return_varlen_states=False):
+                    return_final_states=False, return_varlen_states=False, return_states_dtype=None):
     """Float64 SSD forward composing the four stages, with mamba_chunk_scan_combined's signature.
 
     x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n), D (h) or (h,p), z (b,l,h,p), dt_bias (h),
-    initial_states (b,h,p,n), seq_idx (b,l), cu_seqlens (num_seqs+1).
+    initial_states (b,h,p,n), seq_idx (b,l), cu_seqlens (num_seqs+1); every input is read exactly as
+    given (a bfloat16 initial state is its bfloat16 value). return_states_dtype (the extension keyword)
+    is checked and otherwise ignored: the dtype a caller stores states in is not the math.
     Returns out (b,l,h,p) [, final_states (b,h,p,n)] [, varlen_states (num_seqs,h,p,n)], all float64.
     """
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
+                   return_varlen_states=return_varlen_states, return_states_dtype=return_states_dtype)
     if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
         return per_sequence_runs(ssd_chunked_f64, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
                                  dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,

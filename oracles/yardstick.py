@@ -9,7 +9,9 @@ kernel is held to  err_impl <= k * err_yardstick + floor.  Precision model (mamb
     one k at a time (see `_mm`);
   - chunk states are fp32; with state_dtype="input" the states entering each chunk are rounded to
     x.dtype before the scan stage (mamba_ssm's _state_passing_fwd(out_dtype=C.dtype), TileGym);
-  - out is returned in x.dtype, final_states in fp32, varlen_states in the state dtype;
+  - out is returned in x.dtype, final_states in fp32, varlen_states in the state dtype, or both
+    states in `return_states_dtype` where the call passes that keyword (vLLM's state_dtype: the
+    carried fp32 state stored once in the caller's state cache dtype);
   - every decay is torch.exp in fp32, or with exp="fast" vLLM's fast_exp (`_fast_exp`).
 
 FROZEN: its numbers define the budget, so never edit it to make a kernel pass. It is deterministic
@@ -202,25 +204,25 @@ def _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, state_dtype, dtype, tf32, ex=torc
 
 def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                   seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, math.inf),
-                  return_final_states=False, return_varlen_states=False, *, state_dtype="fp32",
-                  matmul="ieee", exp="ieee"):
+                  return_final_states=False, return_varlen_states=False, return_states_dtype=None, *,
+                  state_dtype="fp32", matmul="ieee", exp="ieee"):
     """Chunked SSD in x.dtype working precision, mamba_chunk_scan_combined's signature plus
     state_dtype ("fp32" | "input"), matmul ("ieee" | "tf32" | "tf32-trunc") and exp ("ieee" | "fast").
 
     x (b,l,h,p), dt (b,l,h), A (h), B, C (b,l,g,n), D (h) or (h,p), z (b,l,h,p), dt_bias (h),
     initial_states (b,h,p,n), seq_idx (b,l), cu_seqlens (num_seqs+1).
     Returns out (b,l,h,p) in x.dtype [, final_states (b,h,p,n) fp32]
-    [, varlen_states (num_seqs,h,p,n) in the state dtype].
+    [, varlen_states (num_seqs,h,p,n) in the state dtype]; both states in return_states_dtype if given.
     """
     check_ssd_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                    seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=dt_limit,
-                   return_varlen_states=return_varlen_states)
+                   return_varlen_states=return_varlen_states, return_states_dtype=return_states_dtype)
     if is_per_sequence(x, initial_states, cu_seqlens):   # one initial state per sequence: separate runs
         each = functools.partial(ssd_yardstick, state_dtype=state_dtype, matmul=matmul, exp=exp)
         return per_sequence_runs(each, x=x, dt=dt, A=A, B=B, C=C, chunk_size=chunk_size, D=D, z=z,
                                  dt_bias=dt_bias, initial_states=initial_states, cu_seqlens=cu_seqlens,
                                  dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states,
-                                 return_varlen_states=return_varlen_states)
+                                 return_varlen_states=return_varlen_states, return_states_dtype=return_states_dtype)
     if state_dtype not in ("fp32", "input"):
         raise ValueError(f"state_dtype: expected 'fp32' or 'input', got {state_dtype!r}")
     if matmul not in _TF32:
@@ -252,4 +254,7 @@ def ssd_yardstick(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, init
     varlen = None
     if return_varlen_states:
         varlen = _varlen(xs, Bs, dt_c, acs, h0, cu_seqlens, sdtype, dtype, tf32, ex)
+    if return_states_dtype is not None:   # the caller's state cache: the carried fp32 states stored once
+        final = final.to(return_states_dtype)
+        varlen = None if varlen is None else varlen.to(_F32).to(return_states_dtype)
     return unpack_returns(y.to(dtype), final, varlen, return_final_states, return_varlen_states)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from properties import triage
 from properties.grad_problem import GradProblem
 from properties.strategies import EXPLORE_ONE_IN, ssd_problems
 
@@ -21,14 +22,15 @@ GPU_MAX_SEQLEN = 2048               # the closed forms and oracles keep O(seqlen
 
 def forward_info(info):
     """The KernelInfo a gradient draw takes its forward part from: the options the backward supports,
-    never varlen states (they have no gradient)."""
-    return info.replace(options=info.backward_options() - {"varlen_states"})
+    never varlen states (they have no gradient), and float32 initial states and parameters: the
+    backward yardstick (oracles/yardstick_bwd.py) models their gradients in float32."""
+    return info.replace(options=info.backward_options() - {"varlen_states", "states_input_dtype",
+                                                           "params_input_dtype", "return_states_dtype"})
 
 
 def battery(info, gpu: bool) -> list[GradProblem]:
     """The problems whose compile classes the compile-aware GPU draws copy (properties/strategies.py):
     the triage battery of forward_info(info), as GradProblems."""
-    from properties import triage   # noqa: PLC0415 (as strategies.ssd_problems imports it)
     return [GradProblem.of(p, dfinal=p.final_states) for p in triage.battery(forward_info(info), gpu, None, None, large_first=False)]
 
 

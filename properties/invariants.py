@@ -34,6 +34,12 @@ def device_for(info) -> str:
     return "cpu"
 
 
+def call_inputs(info, problem: SSDProblem) -> dict:
+    """The problem's keyword arguments for `info`, on its device: with the extension keyword
+    return_states_dtype where `info` declares it (the caller's state cache dtype)."""
+    return problem.inputs(device_for(info), return_states_dtype="return_states_dtype" in info.options)
+
+
 def _poison_allocator(device: str, nbytes: int) -> None:
     """Fill the CUDA caching allocator's free blocks with NaN, so an output element a kernel never
     writes shows up as NaN instead of a stale (and possibly correct) value from an earlier call."""
@@ -117,15 +123,20 @@ def _rand_like(t: torch.Tensor, seed: int, scale: float = 1.0) -> torch.Tensor:
 
 def prop_matches_oracle(info, problem: SSDProblem) -> PropertyResult:
     """y, final and varlen states against the float64 chunked oracle, within policy and budget."""
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     got = run(info, kw)
     ref = run_ref(ssd_chunked_f64, kw)
     yard = run_yardstick(info, kw)
     span = decay_span(kw, problem.chunk_size)
     comps = [compare(n, got[n], ref[n], dtype=problem.dtype, yardstick=yard[n], decay_span=span) for n in ref]
-    if got["y"].dtype != kw["x"].dtype:
-        comps.append(Comparison("y.dtype", False, math.inf, (), math.inf, 0, 0, load_policy().tol(problem.dtype, "y"),
-                                why=[f"y has dtype {got['y'].dtype}, expected x's {kw['x'].dtype}"]))
+    expected = {"y": kw["x"].dtype}
+    if "return_states_dtype" in kw:   # the states come back in the dtype the caller asked for
+        expected.update(final_states=kw["return_states_dtype"], varlen_states=kw["return_states_dtype"])
+    for name, dtype in expected.items():
+        if name in got and got[name].dtype != dtype:
+            comps.append(Comparison(f"{name}.dtype", False, math.inf, (), math.inf, 0, 0,
+                                    load_policy().tol(problem.dtype, name),
+                                    why=[f"{name} has dtype {got[name].dtype}, expected {dtype}"]))
     return _result("prop_matches_oracle", info, problem, comps)
 
 
@@ -142,7 +153,7 @@ def prop_stages_match_oracle(info, problem: SSDProblem) -> PropertyResult:
     stages = info.stages or {}
     if not stages:
         return _result("prop_stages_match_oracle", info, problem, skipped="no stages exposed")
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     d = problem.dtype
     dt_kw = {k: kw[k] for k in ("dt_bias", "dt_softplus", "dt_limit") if k in kw}
     cs64, dt64 = chunk_cumsum_f64(kw["dt"], kw["A"], problem.chunk_size, **dt_kw)
@@ -197,7 +208,7 @@ def prop_no_decay_is_linear_attention(info, problem: SSDProblem) -> PropertyResu
     """With A = 0 the SSD is causal linear attention: y_t = sum_{s<=t, same sequence} (C_t.B_s) dt_s x_s
     (+ C_t h0 for sequence 0) + D x_t, gated by silu(z); the final state is the plain sum."""
     problem = problem.replace(decay=0.0, varlen=False)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     got = run(info, kw)
     with phase("reference"):
         ref = _linear_attention_f64(kw)
@@ -265,7 +276,7 @@ def prop_chunk_size_invariance(info, problem: SSDProblem) -> PropertyResult:
         return _result("prop_chunk_size_invariance", info, problem, skipped="one chunk size supported")
     if not others:
         return _outside("prop_chunk_size_invariance", info, problem, "no other usable chunk size")
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     chunk = others[problem.seed % len(others)]
     base = run(info, kw)
     other = run(info, {**kw, "chunk_size": chunk})
@@ -290,7 +301,7 @@ def prop_split_invariance(info, problem: SSDProblem) -> PropertyResult:
     t1 = split_point(problem, problem.chunk_size if info.seqlen_multiple_of_chunk else 1)
     if t1 is None:
         return _outside("prop_split_invariance", info, problem, "sequence too short to split")
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     whole = run(info, kw)
     first = run(info, _slice_time(kw, 0, t1))
     second = run(info, {**_slice_time(kw, t1, problem.seqlen), "initial_states": first["final_states"]})
@@ -304,7 +315,7 @@ def prop_causality(info, problem: SSDProblem) -> PropertyResult:
         return _outside("prop_causality", info, problem, "seqlen 1 has no future")
     problem = problem.replace(varlen=False)
     t = problem.seed % (problem.seqlen - 1)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     base = run(info, kw)
     poisoned = dict(kw)
     for i, k in enumerate(("x", "B", "C", "z", "dt")):
@@ -323,7 +334,7 @@ def prop_causality(info, problem: SSDProblem) -> PropertyResult:
 def prop_batch_invariance(info, problem: SSDProblem) -> PropertyResult:
     """One sample alone equals the same sample inside a batch (bitwise where declared)."""
     problem = problem.replace(batch=max(problem.batch, 2), varlen=False)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     i = problem.seed % problem.batch
     whole = run(info, kw)
     alone_kw = {k: (v[i:i + 1].contiguous() if isinstance(v, torch.Tensor) and k in
@@ -348,7 +359,7 @@ def prop_group_broadcast(info, problem: SSDProblem) -> PropertyResult:
         return _outside("prop_group_broadcast", info, problem, "needs nheads > 1")
     elif problem.ngroups == problem.nheads:
         problem = problem.replace(ngroups=1)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     rep = problem.nheads // problem.ngroups
     grouped = run(info, kw)
     per_head = run(info, {**kw, "B": kw["B"].repeat_interleave(rep, 2).contiguous(),
@@ -368,7 +379,7 @@ def prop_seq_idx_packing(info, problem: SSDProblem) -> PropertyResult:
         starts = tuple(sorted({*starts, edge}))
     varlen = "varlen_states" in info.options
     problem = problem.replace(batch=1, seq_starts=starts, varlen=varlen)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     packed = run(info, {**kw, "return_final_states": True})
     bounds = [0, *starts, problem.seqlen]
     comps = []
@@ -397,7 +408,7 @@ def prop_partial_last_chunk(info, problem: SSDProblem) -> PropertyResult:
     cs, T = problem.chunk_size, problem.seqlen
     extra = (-T) % cs or 1 + problem.seed % cs
     longer = problem.replace(seqlen=T + extra, seq_starts=problem.seq_starts)
-    kw_long = longer.inputs(device_for(info))
+    kw_long = call_inputs(info, longer)
     # Extra tokens get processed dt == 0: softplus of a very negative number, or -bias without softplus.
     dt = kw_long["dt"].clone()
     bias = kw_long.get("dt_bias")
@@ -415,7 +426,7 @@ def prop_determinism(info, problem: SSDProblem) -> PropertyResult:
     """Two calls on the same inputs give bitwise equal outputs (where the implementation declares it)."""
     if not info.deterministic:
         return _result("prop_determinism", info, problem, skipped="declared nondeterministic")
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     first, second = run(info, kw), run(info, kw)
     return _result("prop_determinism", info, problem, _self_compare(second, first, problem.dtype, bitwise=True))
 
@@ -423,8 +434,8 @@ def prop_determinism(info, problem: SSDProblem) -> PropertyResult:
 def prop_linearity(info, problem: SSDProblem) -> PropertyResult:
     """y and the final state are linear in (x, initial_states) jointly: f(a u + b v) = a f(u) + b f(v)."""
     problem = problem.replace(varlen=False)
-    kw1 = problem.inputs(device_for(info))
-    kw2 = problem.replace(seed=problem.seed + 1).inputs(device_for(info))
+    kw1 = call_inputs(info, problem)
+    kw2 = call_inputs(info, problem.replace(seed=problem.seed + 1))
     a, b = 2.0, -0.75
     mixed = dict(kw1)
     mixed["x"] = (a * kw1["x"].double() + b * kw2["x"].double()).to(kw1["x"].dtype)
@@ -463,7 +474,7 @@ def prop_finite_under_extreme_decay(info, problem: SSDProblem) -> PropertyResult
     """Finite inputs give finite outputs when A*dt reaches -1e4 and dt reaches 1e2 (where the true
     output fits its dtype: finite_comparison)."""
     problem = problem.replace(varlen=False)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     g = torch.Generator().manual_seed(problem.seed)
     h = problem.nheads
     kw["A"] = (-(10.0 ** (2.0 * torch.rand(h, generator=g)))).to(kw["A"].device)       # -1 .. -1e2
@@ -489,7 +500,7 @@ def prop_per_sequence_initial_states(info, problem: SSDProblem) -> PropertyResul
         return _outside("prop_per_sequence_initial_states", info, problem, "seqlen 1 cannot be packed")
     starts = problem.seq_starts or (1 + problem.seed % (problem.seqlen - 1),)
     problem = problem.replace(batch=1, seq_starts=starts, varlen=True, initial_states=True, final_states=True)
-    kw = problem.inputs(device_for(info))
+    kw = call_inputs(info, problem)
     h0 = kw["initial_states"]
     kw["initial_states"] = torch.cat([h0, _rand_like(h0.expand(len(starts), *h0.shape[1:]), problem.seed + 1)])
     packed = run(info, kw)

@@ -35,6 +35,14 @@ class SSDProblem:
     dt_bias: bool = False
     dt_limit: tuple[float, float] | None = None
     dt_dtype: str = "float32"    # "float32" or "input"
+    # The model's state cache: initial states are passed in this dtype ("float32" or "input", x's),
+    # and an implementation that lets the caller choose its returned states' dtype (extension
+    # "return_states_dtype", vLLM's state_dtype) is asked for it. A server keeps its SSM state cache in
+    # the model dtype (vLLM's mamba_ssm_cache_dtype "auto") or in float32.
+    states_dtype: str = "float32"
+    # D and dt_bias: "float32" or "input". A model cast to bfloat16 (mamba_ssm's Mamba2 after
+    # .to(bfloat16)) passes its D and dt_bias parameters in bfloat16; A is -exp(A_log.float()), float32.
+    params_dtype: str = "float32"
     D: str | None = None         # None, "h" or "hp"
     z: bool = False
     initial_states: bool = False
@@ -57,6 +65,9 @@ class SSDProblem:
                              f"got {self.seq_starts}")
         if not self.decay_decades >= 0.0:
             raise ValueError(f"SSDProblem.decay_decades: expected >= 0, got {self.decay_decades}")
+        for name in ("dt_dtype", "states_dtype", "params_dtype"):
+            if getattr(self, name) not in ("float32", "input"):
+                raise ValueError(f"SSDProblem.{name}: expected 'float32' or 'input', got {getattr(self, name)!r}")
         if self.varlen and self.batch != 1:
             raise ValueError("SSDProblem.varlen: needs batch == 1")
 
@@ -64,6 +75,15 @@ class SSDProblem:
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
+
+    @property
+    def states_torch_dtype(self) -> torch.dtype:
+        """The state cache's dtype: initial states come in it (and chosen returned states)."""
+        return self.torch_dtype if self.states_dtype == "input" else torch.float32
+
+    @property
+    def params_torch_dtype(self) -> torch.dtype:
+        return self.torch_dtype if self.params_dtype == "input" else torch.float32
 
     @property
     def uses_seq_idx(self) -> bool:
@@ -89,14 +109,21 @@ class SSDProblem:
                  "dt_limit": self.dt_limit is not None, "initial_states": self.initial_states,
                  "final_states": self.final_states, "seq_idx": self.uses_seq_idx,
                  "varlen_states": self.varlen, "ngroups": self.ngroups > 1,
-                 "dt_input_dtype": self.dt_dtype == "input" and self.dtype != "float32"}
+                 "dt_input_dtype": self.dt_dtype == "input" and self.dtype != "float32",
+                 "states_input_dtype": self.initial_states and self.states_torch_dtype != torch.float32,
+                 "params_input_dtype": bool(self.D or self.dt_bias) and self.params_torch_dtype != torch.float32}
         used.update(k for k, on in flags.items() if on)
         return used
 
-    def inputs(self, device: str | torch.device = "cpu") -> dict:
-        """The keyword arguments of mamba_chunk_scan_combined for this problem, on `device`."""
+    def inputs(self, device: str | torch.device = "cpu", return_states_dtype: bool = False) -> dict:
+        """The keyword arguments of mamba_chunk_scan_combined for this problem, on `device`;
+        `return_states_dtype`: also the extension keyword of that name, the state cache's dtype (for an
+        implementation that declares it: it returns its final and varlen states in that dtype)."""
         with phase("inputs"):
-            return self._inputs(device)
+            kwargs = self._inputs(device)
+        if return_states_dtype:
+            kwargs["return_states_dtype"] = self.states_torch_dtype
+        return kwargs
 
     def _inputs(self, device: str | torch.device) -> dict:
         g = torch.Generator().manual_seed(self.seed)
@@ -111,6 +138,8 @@ class SSDProblem:
         C = randn(b, l, ng, n)
         raw = self.dt_mu + randn(b, l, h)          # dt before softplus
         bias = 0.5 * randn(h) if self.dt_bias else None
+        if bias is not None and self.params_dtype == "input":
+            bias = bias.to(self.params_torch_dtype).double()   # dt is drawn around the bias as passed
         if self.dt_softplus:
             dt_in = raw - (bias if bias is not None else 0.0)   # the implementation adds bias, then softplus
         else:
@@ -139,18 +168,19 @@ class SSDProblem:
             chunk_size=self.chunk_size, dt_softplus=self.dt_softplus,
             return_final_states=self.final_states,
         )
+        params = self.params_torch_dtype
         if bias is not None:
-            kwargs["dt_bias"] = bias.to(torch.float32)
+            kwargs["dt_bias"] = bias.to(params)
         if lim is not None:
             kwargs["dt_limit"] = lim
         if self.D == "h":
-            kwargs["D"] = randn(h).to(torch.float32)
+            kwargs["D"] = randn(h).to(params)
         elif self.D == "hp":
-            kwargs["D"] = randn(h, p).to(torch.float32)
+            kwargs["D"] = randn(h, p).to(params)
         if self.z:
             kwargs["z"] = randn(b, l, h, p).to(dtype)
         if self.initial_states:
-            kwargs["initial_states"] = randn(b, h, p, n).to(torch.float32)
+            kwargs["initial_states"] = randn(b, h, p, n).to(self.states_torch_dtype)
         if self.uses_seq_idx:
             seq = torch.zeros(b, l, dtype=torch.int32)
             for s in self.seq_starts:

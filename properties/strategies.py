@@ -12,17 +12,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from properties import triage
+from properties.menus import CPU_DIMS, GPU_DIM_PAIRS, GPU_DSTATES, GPU_HEADDIMS, GPU_HEADS  # noqa: F401 (re-exported)
 from properties.problem import SSDProblem
-
-# Menus for compile-time constants, intersected with what the implementation declares.
-CPU_DIMS = (4, 8, 16, 32)
-GPU_HEADDIMS = (16, 32, 64, 128, 256)
-GPU_DSTATES = (16, 32, 64, 128, 256)
-# (headdim, dstate) pairs on the GPU: every value at least once on each side, headdim != dstate in most,
-# 64 (the benchmark shape) most often. A short list, because each pair is a new compile of every kernel
-# for every dtype: with all 25 pairs, the H200 gate runs spent ~88% of their time in tileiras.
-GPU_HEADS = (2, 6, 8, 16)   # see the comment where nheads is drawn
-GPU_DIM_PAIRS = ((64, 64), (64, 64), (64, 128), (64, 256), (32, 16), (128, 64), (16, 32), (256, 128), (128, 128))
 
 PINNED: SSDProblem | None = None   # set by conftest's --ssd-problem: every draw returns it
 
@@ -93,7 +85,6 @@ def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None
     long = max_seqlen is not None and max_seqlen > 8192
     if not gpu or info.compile_key is None or long or draw(st.integers(0, explore_one_in - 1)) == explore_one_in - 1:
         return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype))
-    from properties import triage   # noqa: PLC0415 (triage reads this module's menus)
     anchor = draw(st.sampled_from(triage.battery(info, gpu, dtype if regime == "model" else None, regime,
                                                  large_first=large_first)))
     like = _ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype, like=anchor)
@@ -195,6 +186,12 @@ def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
     varlen = bool(seq_starts) and batch == 1 and flag("varlen_states")
     D = like.D if like else draw(st.sampled_from(
         [d for d, o in ((None, None), ("h", "D"), ("hp", "D_headdim")) if o is None or o in opts]))
+    narrow = dtype != "float32"
+    # the state cache and the parameters in the model dtype (2 draws in 3), or float32
+    states_dtype = like.states_dtype if like else draw(st.sampled_from(
+        ("float32", "input", "input") if narrow and "states_input_dtype" in opts else ("float32",)))
+    params_dtype = like.params_dtype if like else draw(st.sampled_from(
+        ("float32", "input") if narrow and "params_input_dtype" in opts else ("float32",)))
     dt_limit = None
     if flag("dt_limit"):
         dt_limit = draw(st.sampled_from([(0.0, 0.1), (1e-3, 0.5), (0.05, float("inf")), (0.0, 1.0)]))
@@ -204,6 +201,7 @@ def _ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = Non
         dt_mu=draw(st.sampled_from([-4.0, -2.0, -1.0, 0.0, 1.0])),
         dt_softplus=flag("dt_softplus"), dt_bias=flag("dt_bias"), dt_limit=dt_limit,
         dt_dtype=(like.dt_dtype if like else "input" if flag("dt_input_dtype") else "float32"),
+        states_dtype=states_dtype, params_dtype=params_dtype,
         D=D, z=flag("z"), initial_states=flag("initial_states"),
         final_states="final_states" in opts, seq_starts=seq_starts, varlen=varlen,
         seed=draw(st.integers(0, 2**31 - 1)),

@@ -16,6 +16,7 @@ it (properties/strategies.py), so the battery's compiles are the draws' first co
 """
 from __future__ import annotations
 
+from properties.menus import CPU_DIMS, GPU_DIM_PAIRS, GPU_HEADS
 from properties.problem import SSDProblem
 
 SLOTS = 6   # explicit examples per test: 2 problems per dtype, at most 3 dtypes
@@ -46,7 +47,6 @@ def _usable_chunks(info, gpu: bool) -> list[int]:
 
 def _dims(info, gpu: bool) -> tuple[int, int]:
     """(headdim, dstate), different, within what `info` declares: the benchmark's 64 with 128 on the GPU."""
-    from properties.strategies import CPU_DIMS, GPU_DIM_PAIRS   # noqa: PLC0415 (strategies imports this module)
     pairs = GPU_DIM_PAIRS if gpu else tuple((p, n) for p in CPU_DIMS for n in CPU_DIMS)
     ok = [(p, n) for p, n in sorted(set(pairs), key=lambda pn: (abs(pn[0] - (64 if gpu else 8)), pn))
           if (info.headdims is None or p in info.headdims) and (info.dstates is None or n in info.dstates)]
@@ -58,7 +58,6 @@ def _dims(info, gpu: bool) -> tuple[int, int]:
 
 def _small_dims(info) -> tuple[int, int] | None:
     """The GPU draws' (headdim, dstate) below a 64-wide tile that `info` declares, headdim the larger."""
-    from properties.strategies import GPU_DIM_PAIRS   # noqa: PLC0415
     pairs = sorted((p, n) for p, n in GPU_DIM_PAIRS if max(p, n) < 64 and p > n
                    and _declared(info.headdims, p) and _declared(info.dstates, n))
     return pairs[-1] if pairs else None
@@ -67,7 +66,6 @@ def _small_dims(info) -> tuple[int, int] | None:
 def _heads(info) -> int:
     """6 heads (2 groups of 3: a kernel pairing heads must not let a pair cross a group), else the
     first of the GPU draws' head counts the implementation takes (so draws can share its class)."""
-    from properties.strategies import GPU_HEADS   # noqa: PLC0415
     return next((h for h in (6,) + GPU_HEADS if h % info.nheads_multiple_of == 0), info.nheads_multiple_of)
 
 
@@ -105,6 +103,12 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
                       dt_dtype="input" if "dt_input_dtype" in opts and dtype != "float32" else "float32",
                       z="z" in opts, initial_states="initial_states" in opts,
                       final_states="final_states" in opts)
+        # a 16-bit model's state cache in its dtype on the whole-chunk problem (and so on its model-layer
+        # twins), its parameters (D, dt_bias) in it on the packed one; float32 on the other: both kinds of
+        # server, per dtype (vLLM compiled none of the bf16-state problems: reports/2026-12-06-production-modes.md)
+        narrow = dtype != "float32"
+        states_whole = "input" if narrow and "states_input_dtype" in opts else "float32"
+        params_packed = "input" if narrow and "params_input_dtype" in opts else "float32"
         if not info.seqlen_multiple_of_chunk:
             # a partial last chunk; sequences start one token before, at and one after chunk edges, and
             # one starts at an edge and ends inside that chunk (its varlen state must not take the
@@ -113,11 +117,15 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
             starts = edge_starts(chunk) if "seq_idx" in opts else ()
             out.append(SSDProblem(batch=1, seqlen=seqlen, seq_starts=starts,
                                   varlen=bool(starts) and "varlen_states" in opts, seed=1, D=d_packed,
-                                  **sized(common)))
+                                  params_dtype=params_packed, **sized(common)))
         elif "seq_idx" in opts:
             out.append(SSDProblem(batch=1, seqlen=3 * chunk, seq_starts=edge_starts(chunk),
-                                  varlen="varlen_states" in opts, seed=1, D=d_packed, **sized(common)))
-        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, **sized(common)))   # whole chunks, no seq_idx
+                                  varlen="varlen_states" in opts, seed=1, D=d_packed, params_dtype=params_packed,
+                                  **sized(common)))
+        packed = bool(out) and out[-1].dtype == dtype   # this dtype's packed problem, just appended
+        out.append(SSDProblem(batch=2, seqlen=3 * chunk, seed=2, D=d_whole, states_dtype=states_whole,
+                              params_dtype="float32" if packed else params_packed,
+                              **sized(common)))   # whole chunks, no seq_idx
     small = _small_dims(info)
     if gpu and large_first and info.seqlen_multiple_of_chunk and small and out[0].headdim > small[0]:
         # Without the packed problem a dtype meets one shape, so nothing in the battery calls the first

@@ -26,9 +26,11 @@
 #                          --ssd-fuzz-seconds: a test past its share stops drawing and passes with the
 #                          examples it ran, counted in the summary); 0: the profile's full example
 #                          counts, first tests first, the rest INTERRUPTED at the time limit
-#   MAMBA_AUTOTUNE=0       1: let mamba_ssm autotune in the tests too (each new (chunk, headdim,
-#                          dstate) then costs ~1 min of Triton autotuning; default pins its cheapest
-#                          config with MAMBA_DETERMINISTIC=1, the analogue of TILEGYM_DISABLE_AUTOTUNE)
+#   MAMBA_AUTOTUNE=1       mamba_ssm as it ships: Triton autotunes each new (chunk, headdim, dstate)
+#                          (~1 min each); 0 pins its cheapest config with MAMBA_DETERMINISTIC=1 for
+#                          fast fuzzing. TileGym and vLLM take their mode from the registered name:
+#                          `tilegym`, `vllm` as shipped (autotuned), `tilegym-first-config`,
+#                          `vllm-first-config` with their first configs forced (kernels/registry.py)
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/gpu_peers "$@"
 cd "$(dirname "$0")/.."
@@ -39,7 +41,7 @@ PROFILE=${PROFILE:-gpu}
 TOTAL_S=${TOTAL_S:-570}
 GROUP=${GROUP:-smoke}
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-360}
-MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-0}
+MAMBA_AUTOTUNE=${MAMBA_AUTOTUNE:-1}
 SHARE_TIME=${SHARE_TIME:-1}
 WORKERS=${WORKERS:-16}
 export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # TileGym's compiles, shared by workers
@@ -103,10 +105,10 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     impl_args=(); for i in $IMPLS; do impl_args+=(--impl "$i"); done
     k_args=(); [ -n "${K:-}" ] && k_args=(-k "$K")
     [ -n "${M:-}" ] && k_args+=(-m "$M")
-    echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE -n $WORKERS, ${t}s (TILEGYM_DISABLE_AUTOTUNE=1, MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
+    echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE -n $WORKERS, ${t}s (MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
     share_args=(); [ "$SHARE_TIME" = 1 ] && share_args=(--ssd-fuzz-seconds=$(( t - 30 )))
-    env TILEGYM_DISABLE_AUTOTUNE=1 "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
+    env -u MAMBA_DETERMINISTIC "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py tests/test_regressions.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
         -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$DEST/peers/results.jsonl" "${share_args[@]}" \

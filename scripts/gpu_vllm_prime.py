@@ -25,9 +25,10 @@ def _battery():
 def prime(i: int) -> str:
     import torch
     vllm, battery = _battery()
+    from properties import invariants
     p = battery[i]
     t = time.monotonic()
-    vllm.vllm_forward(**p.inputs("cuda"))
+    vllm.vllm_forward(**invariants.call_inputs(vllm.INFO, p))
     torch.cuda.synchronize()
     return (f"{p.dtype:8} chunk {p.chunk_size:3} headdim {p.headdim:3} dstate {p.dstate:3} nheads {p.nheads:2}: "
             f"first call {time.monotonic() - t:6.1f} s")

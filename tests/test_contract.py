@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernels.contract import SSDArgumentError
-from kernels.registry import KernelInfo, UnsupportedProblem, lookup
+from kernels.registry import ALL_OPTIONS, KernelInfo, UnsupportedProblem, lookup
 from properties.problem import SSDProblem, parse_problem
 
 
@@ -109,7 +109,7 @@ def test_module_function_revisions(monkeypatch):
     info = lookup("user_rev:declared")
     assert (info.name, info.chunk_sizes, info.fn) == ("user_rev:declared", (32,), declared)
     full = lookup("user_rev:undeclared")
-    assert full.options == lookup("torch-ref").options | {"varlen_states"} and full.device == "cuda"
+    assert full.options == ALL_OPTIONS and full.device == "cuda"   # the whole contract, no extension
     assert lookup("kernels.torch_ref:ssd_forward").fn is lookup("torch-ref").fn
 
 

@@ -29,8 +29,10 @@ def test_battery_is_within_declared_capabilities(name, gpu):
         assert (p.headdim != p.dstate or p.batch == triage.WIDE_BATCH) and p.decay_decades >= 3.0
         assert p.ngroups == (2 if "ngroups" in info.options else 1)
     # the union covers every declared option, a partial last chunk (where allowed), whole chunks
+    # (return_states_dtype is no problem's option: every call of an implementation that declares it passes it)
     used = set().union(*(p.options() for p in problems))
-    assert used == set(info.options) - ({"dt_input_dtype"} if info.dtypes == ("float32",) else set())
+    assert used == set(info.options) - {"return_states_dtype"} - (
+        {"dt_input_dtype", "states_input_dtype", "params_input_dtype"} if info.dtypes == ("float32",) else set())
     assert any(not p.partial_last_chunk and not p.uses_seq_idx for p in problems)
     if not info.seqlen_multiple_of_chunk:
         assert any(p.partial_last_chunk for p in problems)

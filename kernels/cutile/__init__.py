@@ -32,7 +32,9 @@ INFO = KernelInfo(
     dstates=(16, 32, 64, 128, 256),
     seqlen_multiple_of_chunk=False,
     options=frozenset({"D", "D_headdim", "z", "dt_bias", "dt_softplus", "dt_limit", "initial_states",
-                       "final_states", "seq_idx", "varlen_states", "ngroups", "dt_input_dtype"}),
+                       "final_states", "seq_idx", "varlen_states", "ngroups", "dt_input_dtype",
+                       # D, dt_bias and initial states in x's dtype: converted to float32 on the host (tiny)
+                       "states_input_dtype", "params_input_dtype"}),
     stages=dict(STAGES),
     device="cuda",
     state_dtype="input",

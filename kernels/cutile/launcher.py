@@ -756,4 +756,8 @@ def compile_key(problem) -> tuple:
     if problem.varlen:
         configs.append(_config("varlen_state", Problem(problem.dtype, problem.headdim, problem.dstate,
                                                        problem.chunk_size)))
-    return jit_specialization_key(problem) + tuple(configs)
+    # D, dt_bias and initial states reach the kernels in float32 whatever dtype they came in
+    return jit_specialization_key(problem, ignore=HOST_CONVERTED) + tuple(configs)
+
+
+HOST_CONVERTED = frozenset({"states_input_dtype", "params_input_dtype"})

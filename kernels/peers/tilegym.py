@@ -7,7 +7,9 @@ fused with state passing | output). This adapter converts arguments only:
     D=None               -> d = zeros(h) fp32      (y + 0*x: the same output)
     D (h,), A            -> float32                (mamba_ssm loads both as fp32 too)
     initial_states=None  -> init_state = zeros(b,h,p,n) fp32   (a zero start state)
-    initial_states       -> float32, contiguous    (the kernel accumulates into it: it must be fp32)
+    initial_states       -> float32, contiguous    (the kernel accumulates into it: it must be fp32;
+                                                    a bf16/fp16 state cache converts exactly)
+    D in x's dtype       -> float32                (exact)
     return_final_states  -> returns the peer's final_state (fp32), else drops it
 
 Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line numbers of that file):
@@ -55,10 +57,17 @@ Its ddt is `rs / dt_tile` (l.435), where rs already carries the factor dt: at a 
 that is 0/0, and ddt is NaN there, though the true gradient is finite. Declared as the deviation
 ZERO_DT_DDT (docs/findings/tilegym-ddt-at-zero-dt.md): ddt on backward problems with skipped tokens.
 
-Autotune: the first call of each new shape autotunes (minutes). Correctness runs set
-TILEGYM_DISABLE_AUTOTUNE=1 (the first config of each search space is used); this adapter never sets it.
+Two registered modes. `tilegym` (INFO) runs as shipped: the first call of each new shape autotunes by
+exhaustive search (minutes), whatever the caller's environment says (the adapter clears
+TILEGYM_DISABLE_AUTOTUNE around each call; TileGym reads it per call, `tilegym/autotune.py`
+`is_autotune_disabled`, and keys its tuning caches by it). `tilegym-first-config` (FIRST_CONFIG), for
+fast fuzzing: the same call with TILEGYM_DISABLE_AUTOTUNE=1, TileGym's own switch, so the first config
+of each search space runs.
 """
 from __future__ import annotations
+
+import contextlib
+import os
 
 import torch
 
@@ -113,9 +122,46 @@ def _check_shape_rules(x: torch.Tensor, B: torch.Tensor) -> None:
         raise UnsupportedProblem(f"B: tilegym needs dstate divisible by 16, got dstate={n}")
 
 
+AUTOTUNE_ENV = "TILEGYM_DISABLE_AUTOTUNE"
+
+
+@contextlib.contextmanager
+def autotune(enabled: bool):
+    """TileGym's own switch, TILEGYM_DISABLE_AUTOTUNE, set for one call as the mode says (restored after)."""
+    saved = os.environ.pop(AUTOTUNE_ENV, None)
+    if not enabled:
+        os.environ[AUTOTUNE_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(AUTOTUNE_ENV, None)
+        if saved is not None:
+            os.environ[AUTOTUNE_ENV] = saved
+
+
 def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                     seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
                     return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined on TileGym as shipped (autotuned)."""
+    with autotune(True):
+        return _forward(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                        seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                        return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+
+
+def tilegym_first_config_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                                 seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                                 return_final_states=False, return_varlen_states=False):
+    """tilegym_forward with TILEGYM_DISABLE_AUTOTUNE=1: the first config of each search space."""
+    with autotune(False):
+        return _forward(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                        seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                        return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+
+
+def _forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+             seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+             return_final_states=False, return_varlen_states=False):
     """mamba_chunk_scan_combined on TileGym. Returns out, or (out, final_states) with final_states fp32.
 
     x (b,l,h,p), dt (b,l,h) already >= 0, A (h), B, C (b,l,g,n), D (h), initial_states (b,h,p,n).
@@ -143,13 +189,14 @@ def tilegym_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, in
 
 def compile_key(problem) -> tuple:
     """cuTile's JIT specialization (registry.jit_specialization_key); this adapter always passes d and
-    init_state (zeros when absent), so D and initial_states change no signature. TileGym's kernels also
+    init_state (zeros when absent, float32 always), so D and initial_states change no signature. TileGym's kernels also
     take the heads per group as a compile-time constant (mamba2.py: `num_heads_per_group:
     ct.Constant[int]` in the forward and backward kernels, from `num_heads // num_groups`), so each
     value is a compile of its own. Its backward allocates fp32 (b, h, nchunks) arrays (mamba2.py: dd,
     da), whose strides nchunks and h * nchunks are multiples of 16 bytes or not: two more classes."""
     nchunks = -(-problem.seqlen // problem.chunk_size)
-    return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states"})) + (
+    return jit_specialization_key(problem, ignore=frozenset({"D", "initial_states", "final_states", "states_input_dtype",
+                                                             "params_input_dtype"})) + (
         problem.nheads // problem.ngroups, nchunks % 4 == 0, problem.nheads * nchunks % 4 == 0)
 
 
@@ -232,7 +279,8 @@ INFO = KernelInfo(
     dstates=(16, 32, 64, 128, 256),
     nheads_multiple_of=NHEADS_MULTIPLE_OF,
     seqlen_multiple_of_chunk=True,
-    options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
+    options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype", "states_input_dtype",
+                       "params_input_dtype"}),
     stages=None,
     device="cuda",
     state_dtype="input",
@@ -253,4 +301,8 @@ INFO = KernelInfo(
         notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )
 
-__all__ = ["INFO", "ZERO_DT_DDT", "skips_tokens", "tilegym_forward", "tilegym_backward", "NHEADS_MULTIPLE_OF"]
+FIRST_CONFIG = INFO.replace(name="tilegym-first-config", fn=tilegym_first_config_forward,
+                            notes=INFO.notes + "; TILEGYM_DISABLE_AUTOTUNE=1 (first config of each search space)")
+
+__all__ = ["FIRST_CONFIG", "INFO", "ZERO_DT_DDT", "skips_tokens", "tilegym_forward", "tilegym_first_config_forward",
+           "tilegym_backward", "NHEADS_MULTIPLE_OF"]
