@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import tarfile
 import types
@@ -129,7 +130,12 @@ def _fake_vllm_varlen(x, dt, A, B, C, chunk_size, cu_seqlens, cu_chunk_seqlens, 
                       D=None, z=None, dt_bias=None, initial_states=None, dt_softplus=False,
                       dt_limit=(0.0, float("inf")), state_dtype=None):
     """vLLM's entry point's contract in float64: each packed sequence alone from its own initial state,
-    y into `out`, one state per sequence. It also checks the chunk metadata it is handed."""
+    y into `out`, one state per sequence. It also checks the chunk metadata it is handed, and that
+    initial states come in the state dtype (vLLM's chunk scan compiles no other: on an H100,
+    scripts/repro_vllm_state_dtype.py, docs/findings/vllm-initial-states-dtype.md)."""
+    if initial_states is not None and initial_states.dtype != (state_dtype or C.dtype):
+        raise RuntimeError(f"CompilationError: at 91:4: initial_states {initial_states.dtype}, "
+                           f"chunk states {state_dtype or C.dtype}")
     bounds = cu_seqlens.tolist()
     chunks = cu_chunk_seqlens.tolist()
     assert chunks[0] == 0 and chunks[-1] == bounds[-1]
@@ -156,8 +162,65 @@ def cpu_adapter(monkeypatch):
     """The adapter with vLLM's kernels replaced by _fake_vllm_varlen and vLLM's own metadata function."""
     monkeypatch.setitem(adapter._loaded, "fn", _fake_vllm_varlen)
     monkeypatch.setitem(adapter._loaded, "metadata", _vllm_metadata_fn())
+    monkeypatch.setitem(adapter._loaded, "mode", adapter.SHIPPED)
     monkeypatch.setattr(adapter, "require_cuda", lambda peer, x: None)
     return adapter.vllm_forward
+
+
+@pytest.mark.parametrize("states", ["float32", "input"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_state_cache_in_either_dtype_reaches_vllm_paired_with_its_state_dtype(cpu_adapter, states, dtype):
+    """A server passes initial states and state_dtype from one cache; the adapter pairs them the same way
+    (before, it passed state_dtype=float32 whatever the initial states were, which vLLM cannot compile)."""
+    problem = MAPPED["varlen"].replace(dtype=dtype, states_dtype=states, final_states=True)
+    kw = problem.inputs(return_states_dtype=True)
+    out, final, varlen = cpu_adapter(**kw)
+    assert final.dtype == varlen.dtype == problem.states_torch_dtype
+    want = ssd_chunked_f64(**kw)
+    torch.testing.assert_close(final.double(), want[1], rtol=2e-2, atol=2e-2)
+    # without the keyword the initial states name the cache
+    assert cpu_adapter(**{k: v for k, v in kw.items() if k != "return_states_dtype"})[1].dtype == kw["initial_states"].dtype
+
+
+def test_wider_initial_states_than_the_cache_are_converted_and_narrower_refused(cpu_adapter):
+    kw = MAPPED["rows"].replace(dtype="bfloat16", final_states=True).inputs()
+    bf16_states = {**kw, "initial_states": kw["initial_states"].to(torch.bfloat16)}
+    _, final = cpu_adapter(**bf16_states, return_states_dtype=torch.float32)   # exact bf16 -> fp32
+    assert final.dtype == torch.float32
+    with pytest.raises(UnsupportedProblem, match=r"^initial_states: vllm takes initial states in its state dtype "
+                                                 r"torch.bfloat16 .*got the wider torch.float32"):
+        cpu_adapter(**kw, return_states_dtype=torch.bfloat16)
+
+
+def test_each_mode_is_registered_and_one_mode_holds_a_process(monkeypatch):
+    assert lookup("vllm").fn is adapter.vllm_forward and lookup("vllm").dtypes == ("float32", "float16", "bfloat16")
+    first = lookup("vllm-first-config")
+    assert first.fn is adapter.vllm_first_config_forward and first.dtypes == ("bfloat16",)
+    assert lookup("kernels.peers.vllm:BY_DTYPE.float32").fn is adapter.vllm_first_config_forward
+    monkeypatch.setattr(adapter, "_loaded", {"fn": None, "metadata": None, "mode": adapter.SHIPPED})
+    with pytest.raises(PeerUnavailable, match=r"^vllm: this process loaded vLLM shipped \(registered as vllm\); "
+                                              r"the first-config mode needs a process of its own"):
+        adapter._load(adapter.FIRST_CONFIG_MODE)
+
+
+@pytest.mark.parametrize("mode", ["shipped", "first-config"])
+@pytest.mark.parametrize("caller", [None, "1"])
+def test_the_mode_not_the_callers_environment_sets_vllms_switch_while_it_loads(monkeypatch, mode, caller):
+    seen = {}
+
+    def fake_load_ops():
+        seen["env"] = os.environ.get(adapter.FIRST_CONFIG_ENV)
+        return types.SimpleNamespace(mamba_chunk_scan_combined_varlen="fn")
+    monkeypatch.setattr(adapter, "_loaded", {})
+    monkeypatch.setattr(adapter, "load_ops", fake_load_ops)
+    monkeypatch.setattr(adapter, "load_chunk_metadata_fn", lambda: "meta")
+    if caller is None:
+        monkeypatch.delenv(adapter.FIRST_CONFIG_ENV, raising=False)
+    else:
+        monkeypatch.setenv(adapter.FIRST_CONFIG_ENV, caller)
+    assert adapter._load(mode) == ("fn", "meta") and adapter.loaded_mode() == mode
+    assert seen["env"] == ("1" if mode == "first-config" else None)
+    assert os.environ.get(adapter.FIRST_CONFIG_ENV) == caller      # restored
 
 
 def _close(got, want, msg=None):

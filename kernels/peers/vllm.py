@@ -125,7 +125,7 @@ def entry_points():
 def chunk_metadata(pk: Packing, chunk_size: int, device, metadata_fn=None) -> dict:
     """vLLM's chunk metadata for a packing: cu_chunk_seqlens, last_chunk_indices, seq_idx per chunk,
     from vLLM's own compute_varlen_chunk_metadata (host work: build it outside a timed region)."""
-    fn = metadata_fn or _load()[1]
+    fn = metadata_fn or _loaded.get("metadata") or load_chunk_metadata_fn()   # host code: any mode
     cu = torch.tensor(pk.cu_seqlens, dtype=torch.int32, device=device)
     cu_chunk, last_chunk, seq_idx_chunks = fn(cu, chunk_size)
     return {"cu_seqlens": cu, "cu_chunk_seqlens": cu_chunk, "last_chunk_indices": last_chunk,
@@ -182,8 +182,8 @@ def _bound(mode, x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initi
     pk, kwargs = varlen_call(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias,
                              initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
                              dt_softplus=dt_softplus, dt_limit=dt_limit, return_states_dtype=return_states_dtype)
-    fn, _ = _load(mode)
-    kwargs.update(chunk_metadata(pk, chunk_size, x.device))
+    fn, metadata_fn = _load(mode)
+    kwargs.update(chunk_metadata(pk, chunk_size, x.device, metadata_fn))
     return pk, fn, kwargs
 
 
