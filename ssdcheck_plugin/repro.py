@@ -107,10 +107,12 @@ def saved_inputs_problem(problem, kwargs: dict):
 
     @dataclasses.dataclass(frozen=True, repr=False)
     class Replayed(SSDProblem):
-        def inputs(self, device="cpu"):
+        def _inputs(self, device="cpu"):
+            # the base's inputs() adds the extension keywords (return_states_dtype) to what this returns
             if dataclasses.astuple(self) == fields:
-                return {k: (v.clone().to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
-            return super().inputs(device)
+                return {k: (v.clone().to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()
+                        if k != "return_states_dtype"}
+            return super()._inputs(device)
 
         def __repr__(self):
             return repr(SSDProblem(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SSDProblem)}))

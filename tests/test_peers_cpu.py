@@ -32,7 +32,8 @@ def test_tilegym_declares_its_real_capabilities():
     info = lookup("tilegym")
     assert info.name == "tilegym" and info.device == "cuda"
     assert info.seqlen_multiple_of_chunk and info.nheads_multiple_of == 4
-    assert info.options == {"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}
+    assert info.options == {"D", "initial_states", "final_states", "ngroups", "dt_input_dtype",
+                            "states_input_dtype", "params_input_dtype"}   # the last two converted on the host
     for missing in ("z", "seq_idx", "varlen_states", "dt_bias", "dt_softplus", "dt_limit", "D_headdim"):
         assert not info.supports(missing)
     assert 64 in info.chunk_sizes and set(info.chunk_sizes) <= {64, 128}

@@ -109,16 +109,20 @@ def test_a_bug_that_only_bf16_states_reach_fails_on_them_and_passes_on_float32_s
 
 
 @pytest.mark.parametrize("gpu", [False, True])
-@settings(max_examples=2, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(data=st.data())
-def test_draws_take_the_model_dtype_often_and_float32_too(gpu, data):
+def test_draws_take_the_model_dtype_often_and_float32_too(gpu):
     """2 draws in 3 of a 16-bit problem pass a 16-bit state cache, 1 in 2 16-bit parameters: over the
-    draws both dtypes of each appear (a bias a tally would miss: the first problem shrinks to float32)."""
-    info = lookup("torch-ref")
-    seen = [data.draw(ssd_problems(info.replace(dtypes=("bfloat16",)), gpu=gpu)) for _ in range(30)]
+    draws both dtypes of each appear (a tally over many draws, not one example's luck)."""
+    info = lookup("torch-ref").replace(dtypes=("bfloat16",))
+    seen = []
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(ssd_problems(info, gpu=gpu))
+    def collect(p):
+        seen.append(p)
+    collect()
     assert {p.states_dtype for p in seen} == {p.params_dtype for p in seen} == {"float32", "input"}
-    assert sum(p.states_dtype == "input" for p in seen) >= 12
+    assert sum(p.states_dtype == "input" for p in seen) >= len(seen) // 3, len(seen)
 
 
 def test_float32_only_implementations_never_draw_the_axis():

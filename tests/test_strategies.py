@@ -39,7 +39,7 @@ def test_gpu_draws_reach_odd_heads_per_group_with_an_even_head_count(regime):
     for per_group in (3, 1):
         p = find(ssd_problems(info, gpu=True, **kw),
                  lambda p: p.nheads % 2 == 0 and p.nheads // p.ngroups == per_group,
-                 settings=settings(max_examples=500, derandomize=True, database=None))
+                 settings=settings(max_examples=2000, derandomize=True, database=None))
         assert p.nheads // p.ngroups == per_group
 
 

@@ -176,8 +176,9 @@ def test_first_config_runs_take_one_input_dtype_per_process():
     for dtype in adapter.INFO.dtypes:
         spec = f"kernels.peers.vllm:BY_DTYPE.{dtype}"
         info = lookup(spec)
-        assert info.dtypes == (dtype,) and info.name == spec and info.fn is adapter.vllm_forward
-        assert info.replace(name="vllm", dtypes=adapter.INFO.dtypes) == adapter.INFO
+        assert info.dtypes == (dtype,) and info.name == spec and info.fn is adapter.vllm_first_config_forward
+        assert info.replace(name="vllm", dtypes=adapter.INFO.dtypes, fn=adapter.vllm_forward,
+                            notes=adapter.INFO.notes) == adapter.INFO
         assert lookup(info.name) == info                  # the name re-runs a failure's repro command
 
 
