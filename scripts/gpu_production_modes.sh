@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/gpu_production_modes.sh [--out DIR]   # env: PART=triage|fill IMPLS=... TOTAL_S=420
+# usage: scripts/gpu_production_modes.sh [--out DIR]   # env: PART=triage|recheck|fill IMPLS=... TOTAL_S=420
 # The peers as production runs them, on a GPU host (after `source .gpu-bundle/setup.sh`, sourced here if
 # it was not): state caches and parameters in the model dtype, each peer in its shipped mode.
 #
@@ -8,6 +8,9 @@
 #                elements sit against the elementwise rule, for vLLM's two modes and cuTile
 #                (scripts/elementwise_tail.py); test_matches_oracle on a bf16-state, bf16-parameter
 #                problem pinned for each implementation. DIR/status.txt: each step's exit code.
+#   PART=recheck (~3 min) the false alarm's problem through test_matches_oracle on both vLLM modes and
+#                cuTile, its elementwise tail on vLLM's first-config mode, and the bf16-state problem on
+#                vLLM's first-config mode: what the policy and adapter fixes must turn into passes.
 #   PART=fill    the property suite and the stored regressions on each of IMPLS in turn (default
 #                "vllm"), through scripts/gpu_peers.sh with the time budget TOTAL_S per implementation
 #                (DIR/<impl>/peers/: summary.txt, report.json, report.md, pytest.log). vLLM's shipped
@@ -54,6 +57,14 @@ case "$PART" in
     pinned states16-cutile cutile "$STATES16"
     pinned states16-tilegym-first-config tilegym-first-config "$TG16"
     ;;
+  recheck)
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$DEST/gpu.txt"
+    pinned alarm-vllm-first-config vllm-first-config "$ALARM"
+    pinned alarm-vllm vllm "$ALARM"
+    pinned alarm-cutile cutile "$ALARM"
+    step tail-vllm-first-config 120 python3 scripts/elementwise_tail.py --impl vllm-first-config --problem "$ALARM" --seeds 2
+    pinned states16-vllm-first-config vllm-first-config "$STATES16"
+    ;;
   fill)
     export TOTAL_S=${TOTAL_S:-420}
     for impl in ${IMPLS:-vllm}; do
@@ -70,6 +81,6 @@ case "$PART" in
       tail -n 30 "$DEST/$impl/peers/summary.txt" 2>/dev/null
     done
     ;;
-  *) echo "gpu_production_modes: PART must be triage or fill, got '$PART'" >&2; exit 2 ;;
+  *) echo "gpu_production_modes: PART must be triage, recheck or fill, got '$PART'" >&2; exit 2 ;;
 esac
 echo "gpu_production_modes: PART=$PART done ($DEST)"; cat "$DEST/status.txt"

@@ -71,6 +71,14 @@ CASES = [
      SSDProblem(batch=1, seqlen=129, nheads=6, headdim=128, dstate=256, ngroups=2, chunk_size=64, dtype="bfloat16",
                 decay=1.0, decay_decades=0.0, dt_mu=-4.0, dt_softplus=True, dt_bias=True, dt_limit=(0.0, 0.1),
                 dt_dtype="input", D="hp", z=True, initial_states=True, final_states=True, seq_starts=(1,), seed=30)),
+    # Found filling pristine vLLM 0.33 (bfloat16, first config forced; reports/2026-12-06-production-modes.md):
+    # 1 element of 3,520,512 over atol*rms + rtol*|ref|, where y = -2.73 is the sum of terms of 1.9e4 (a
+    # 7000-fold cancellation) and vLLM's correct bf16 error was 1.03 of the rule; the yardstick's own worst
+    # use of the rule there is 0.40. The rule is now widened by k x that use (a suite false positive).
+    ("prop_matches_oracle", "a bfloat16 model layer's elementwise tail at 3.5 million elements",
+     SSDProblem(batch=8, seqlen=191, nheads=36, headdim=64, dstate=64, ngroups=2, chunk_size=64, dtype="bfloat16",
+                decay=2.0, decay_decades=3.0, dt_mu=1.0, dt_softplus=True, dt_bias=True, dt_limit=(0.0, 1.0),
+                dt_dtype="input", D="h", z=True, initial_states=True, final_states=True, seed=0)),
 ]
 
 
