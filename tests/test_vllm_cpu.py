@@ -182,7 +182,7 @@ def test_a_state_cache_in_either_dtype_reaches_vllm_paired_with_its_state_dtype(
     assert cpu_adapter(**{k: v for k, v in kw.items() if k != "return_states_dtype"})[1].dtype == kw["initial_states"].dtype
 
 
-def test_wider_initial_states_than_the_cache_are_converted_and_narrower_refused(cpu_adapter):
+def test_initial_states_narrower_than_the_cache_are_converted_and_wider_refused(cpu_adapter):
     kw = MAPPED["rows"].replace(dtype="bfloat16", final_states=True).inputs()
     bf16_states = {**kw, "initial_states": kw["initial_states"].to(torch.bfloat16)}
     _, final = cpu_adapter(**bf16_states, return_states_dtype=torch.float32)   # exact bf16 -> fp32
