@@ -153,7 +153,7 @@ PRECOMPILE_ENV = "SSDCHECK_PRECOMPILE_WORKERS"   # ssdcheck_plugin/precompile.py
 
 
 def precompile_workers_for(jobs: int) -> int:
-    """Battery precompile workers per run: $SSDCHECK_PRECOMPILE_WORKERS where set (scripts/gpu_ttf.sh
+    """Battery precompile workers per run: $SSDCHECK_PRECOMPILE_WORKERS where set (lab/scripts/gpu_ttf.sh
     sets it from a wave's runs at once), else the cores shared by `jobs` runs, less the run's own."""
     env = os.environ.get(PRECOMPILE_ENV, "")
     return int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 1) // max(jobs, 1) - 1, 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 EXIT_NO_REPORT = 3
 DESCRIPTION = """\
 Summarize an ssdcheck JSON report (--ssd-report) as markdown, e.g. for a CI job summary or a report
-under reports/."""
+under lab/reports/."""
 EPILOG = """\
 prints: the run (GPU, driver, versions, profile, command), totals and the worst share, any stall or
 hang files, a table per property (examples, failures, worst share of the tolerance), a table per

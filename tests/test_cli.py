@@ -90,13 +90,15 @@ def test_test_runs_the_repository_suite_and_passes_everything_else_to_pytest(tmp
     assert cmd[5:] == ["--impl", f"{tmp_path / 'rev.py'}:forward", "--impl", "cutile",
                        "-k", "causality", "-n", "2", "--ssd-report", "out/r.json"]
     args, rest = suite.build_parser().parse_known_args(["--all", "-x"])
-    assert suite.pytest_args(args, rest, tmp_path)[4:] == [str(ROOT / "tests"), "-x"]
+    assert suite.pytest_args(args, rest, tmp_path)[4:] == [*map(str, suite.suite_folders()), "-x"]
+    assert suite.suite_folders()[0] == ROOT / "tests"
     # the whole suite under xdist steals work (its tests' lengths differ 1000-fold); a --dist of one's own wins
     for argv, extra in ((["--all", "-n", "2"], ["--dist", "worksteal", "-n", "2"]), (["--all", "-n", "0"], ["-n", "0"]),
                         (["--all", "-n", "2", "--dist=load"], ["-n", "2", "--dist=load"]),
                         (["-n", "2"], ["-n", "2"])):
         args, rest = suite.build_parser().parse_known_args(argv)
-        assert suite.pytest_args(args, rest, tmp_path)[5:] == extra, argv
+        skip = 4 + (len(suite.suite_folders()) if "--all" in argv else 1)
+        assert suite.pytest_args(args, rest, tmp_path)[skip:] == extra, argv
     args, rest = suite.build_parser().parse_known_args(["tests/test_oracles.py::test_x", "-q"])
     assert suite.pytest_args(args, rest, tmp_path)[4:] == [str(ROOT / "tests/test_oracles.py::test_x"), "-q"]
     # only file specs change: names and import paths resolve the same everywhere

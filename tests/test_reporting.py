@@ -505,7 +505,7 @@ def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
 
 def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
     """The stall report is a Python thread: an example stuck in a C call that holds the GIL (on the H200,
-    reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
+    lab/reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
     trace. The faulthandler timer needs no GIL: 2 s into the 5 s GIL-holding sleep it writes the test's
     header and every thread's stack to <report>.hang-main.txt, and the end of the run names the file."""
     env = {**_env(), "SSDCHECK_TEST_HANG_S": "5"}
@@ -691,9 +691,9 @@ def test_gate_matches_a_single_revision_with_a_single_baseline_implementation():
 
 
 def test_jsonl_log_under_xdist_has_each_report_once(tmp_path):
-    """scripts/pytest_jsonl.py (the GPU scripts' progress log): the controller writes, workers do not."""
+    """lab/scripts/pytest_jsonl.py (the GPU scripts' progress log): the controller writes, workers do not."""
     log = tmp_path / "r.jsonl"
-    proc = run_pytest("tests/test_property_domains.py", "-n", "2", "-p", "scripts.pytest_jsonl", f"--jsonl={log}")
+    proc = run_pytest("tests/test_property_domains.py", "-n", "2", "-p", "lab.scripts.pytest_jsonl", f"--jsonl={log}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [json.loads(s) for s in log.read_text().splitlines()]
     calls = [r["nodeid"] for r in calls if r["event"] == "report" and r["when"] == "call"]
@@ -723,12 +723,12 @@ def test_timing_phases_add_up_and_reset():
 
 
 def test_summary_flags_features_the_run_barely_reached(tmp_path):
-    """The FACT gate (reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
+    """The FACT gate (lab/reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
     examples (the FAST paths' domain), and two mutants there survived: the summary says so next to the
     tallies."""
     import lzma
     root = Path(__file__).resolve().parent.parent
-    packed = root / "reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
+    packed = root / "lab/reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
     report = tmp_path / "report.json"
     report.write_bytes(lzma.decompress(packed.read_bytes()))
     out = subprocess.run([sys.executable, "scripts/summarize_report.py", str(report)], cwd=root,

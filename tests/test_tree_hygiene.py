@@ -145,7 +145,7 @@ def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str 
         return None
     biggest = "\n".join(f"  {size:>9,} {rel}" for size, rel in reversed(sizes[-10:]))
     return (f"the tracked tree is {total:,} bytes, over its budget of {budget:,} (pack raw data with "
-            f"xz -9e, drop what a committed script regenerates and no report cites; reports/raw/README.md); "
+            f"xz -9e, drop what a committed script regenerates and no report cites; lab/reports/raw/README.md); "
             f"the biggest files:\n{biggest}")
 
 

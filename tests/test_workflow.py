@@ -130,7 +130,7 @@ def check_command(words: list[str], pytest_options: set[str]) -> list[str]:
         return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
     if prog in ("bash", "sh"):
         return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
-    if prog.startswith(("scripts/", "./scripts/")):
+    if prog.startswith(("scripts/", "./scripts/", "lab/scripts/")):
         return [] if (ROOT / prog).is_file() else [f"no script {prog} in the repository"]
     if prog in SHELL_TOOLS:
         return []
@@ -217,11 +217,11 @@ def _property_step_command(script: str) -> list[str]:
 
 
 def test_the_gate_script_times_the_workflows_property_step():
-    """scripts/gpu_gate.sh, which the gate's committed wall times come from, runs the gpu-gate job's
+    """lab/scripts/gpu_gate.sh, which the gate's committed wall times come from, runs the gpu-gate job's
     property step as written (only the output folder differs)."""
     steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu-gate"]["steps"]
     step = next(s["run"] for s in steps if "ssdcheck test" in s.get("run", ""))
-    script = (ROOT / "scripts" / "gpu_gate.sh").read_text()
+    script = (ROOT / "lab" / "scripts" / "gpu_gate.sh").read_text()
     assert _property_step_command(script) == _property_step_command(step)
     changed = script.replace("-m \"not slow\"", "-m \"not gpu\"")
     assert _property_step_command(changed) != _property_step_command(step)
