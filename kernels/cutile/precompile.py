@@ -82,7 +82,7 @@ def launch_signature(kernel, args: tuple):
 
 def recorded_launches(kwargs: dict) -> list[tuple[object, object]]:
     """[(kernel as launched, with its hints; its launch_signature)] of ssd_forward(**kwargs) on CPU tensors."""
-    from kernels.cutile import ssd_forward
+    from kernels.cutile.launcher import ssd_forward
     seen = []
     with launches_stubbed(launch=lambda stream, grid, kernel, args: seen.append((kernel, args))):
         ssd_forward(**kwargs)

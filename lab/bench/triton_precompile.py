@@ -7,7 +7,7 @@ another on one core: mamba_ssm's and vLLM's SSD kernels have 20-50 configs each,
 minutes per (chunk size, dstate) compiling while 15 of 16 cores idle. (Threads do not help: Triton 3.6
 holds the GIL while it compiles; two threads compiling took as long as one did, measured on the CPU host.)
 
-Here N worker processes each run the group's forwards (every shape and chunk size of the group, rows
+Here N worker processes (lab/bench/triton_precompile_worker.py) each run the group's forwards (every shape and chunk size of the group, rows
 shortened to 4096 tokens, and lab.bench.race's downscaled inputs) with `Autotuner.run` replaced by `compile_share`: worker i compiles configs
 i, i+N, ... of each autotuned launch into Triton's on-disk cache and launches nothing. The race's own
 autotune then finds every binary on disk: it times every config and picks as it always does; only the
@@ -16,9 +16,7 @@ compiling moved. Nothing of the peers' files changes; the replacement lives in t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
@@ -72,48 +70,6 @@ def install(share: Share) -> None:
     autotuner.Autotuner.run = run
 
 
-def _forget_vllm_picks() -> None:
-    """vLLM's launch_autotuned keeps the config of a key's first launch and launches it directly later:
-    in a worker that pick is only configs[0], so it is dropped after each forward to keep launches out."""
-    mod = sys.modules.get("vllm.model_executor.layers.mamba.ops.triton_helpers")
-    if mod is not None:
-        mod._autotuned_configs.clear()
-
-
-def worker(group_name: str, impls: list[str], share: Share, shapes_filter: str | None, seed: int) -> dict:
-    import torch
-
-    from lab.bench.race import Runner, downscale, make_inputs
-    from lab.bench.shapes import GROUPS
-    install(share)
-    group = GROUPS[group_name]
-    runner = Runner(group, impls, os.devnull, budget_s=float("inf"), seed=seed)
-    calls, errors = 0, []
-    for shape in group.shapes:
-        if shapes_filter and shapes_filter not in shape.id:
-            continue
-        runner.final_states = shape.final_states
-        # Triton specializes on dtypes, constants and each integer's divisibility by 16 (and i32 vs i64), not
-        # on sizes: a shortened row compiles what the full one needs without its memory (15 workers at
-        # 2 x 64K, dstate 256 would not fit next to each other)
-        full = make_inputs(dataclasses.replace(shape, seqlen=min(shape.seqlen, WORKER_SEQLEN)), seed, "cuda")
-        for impl in impls:
-            if not group.runs(impl, shape) or (info := runner.info(impl)) is None:
-                continue
-            for chunk in runner.chunks(impl, info, shape):
-                for kw in (full, downscale(full)):
-                    try:
-                        runner.call(info, kw, chunk)
-                        calls += 1
-                    except Exception as e:   # the race reports its own failures; here only compiles matter
-                        errors.append(f"{impl} cs{chunk} {shape.id}: {type(e).__name__}: {str(e)[:200]}")
-                    _forget_vllm_picks()
-        del full
-        torch.cuda.empty_cache()
-    return {"worker": share.index, "calls": calls, "compiled": share.compiled, "failed_configs": len(share.failed),
-            "kernels": sorted(share.seen), "errors": errors[:10]}
-
-
 def run_workers(group_name: str, impls: list[str], workers: int, timeout_s: float,
                 shapes_filter: str | None = None, seed: int = 0) -> dict:
     """Start `workers` processes of this module and wait for them (each under `timeout_s`): a summary."""
@@ -123,7 +79,7 @@ def run_workers(group_name: str, impls: list[str], workers: int, timeout_s: floa
         return {"workers": 0, "seconds": 0.0, "impls": impls}
     procs = []
     for i in range(workers):
-        cmd = [sys.executable, "-m", "lab.bench.triton_precompile", "--group", group_name, "--worker", f"{i}/{workers}",
+        cmd = [sys.executable, "-m", "lab.bench.triton_precompile_worker", "--group", group_name, "--worker", f"{i}/{workers}",
                "--impls", ",".join(impls), "--seed", str(seed)] + (["--shapes", shapes_filter] if shapes_filter else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
@@ -153,17 +109,12 @@ def main(argv=None) -> int:
     ap.add_argument("--impls", default=",".join(TRITON_IMPLS))
     ap.add_argument("--shapes", default=None)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--worker", default=None, metavar="I/N", help="run as worker I of N (what --workers starts)")
     ap.add_argument("--workers", type=int, default=0, help="start N workers and wait for them")
     ap.add_argument("--timeout-s", type=float, default=300.0)
     args = ap.parse_args(argv)
     impls = [i for i in args.impls.split(",") if i in TRITON_IMPLS]
-    if args.worker:
-        i, _, n = args.worker.partition("/")
-        print(json.dumps(worker(args.group, impls, Share(int(i), int(n)), args.shapes, args.seed)), flush=True)
-        return 0
     if args.workers < 1:
-        ap.error("--workers N (N >= 1) or --worker I/N")
+        ap.error("--workers N (N >= 1); one worker alone: python -m lab.bench.triton_precompile_worker")
     print(json.dumps(run_workers(args.group, impls, args.workers, args.timeout_s, args.shapes, args.seed)), flush=True)
     return 0
 
