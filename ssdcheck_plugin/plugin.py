@@ -105,6 +105,12 @@ def _metrics(config) -> tuple[str, ...]:
     return tuple(m.strip() for m in config.getoption("ssd_gate_metrics").split(",") if m.strip())
 
 
+def state_root(config) -> Path:
+    """Where .ssdcheck-cache goes: $SSDCHECK_STATE_DIR (the `ssdcheck` command sets it: the checkout, or
+    the directory it runs in where the suite is installed), else the rootdir."""
+    return Path(os.environ.get("SSDCHECK_STATE_DIR") or config.rootpath)
+
+
 def _xdist_active(config) -> bool:
     """True on the xdist controller of a distributed run."""
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
@@ -224,7 +230,7 @@ class SSDState:
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
         self.device = gpu.pin_xdist_worker()
-        self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), config.rootpath)
+        self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), state_root(config))
         gpu.apply_compile_cache(self.compile_cache)
         if self.compile_cache is not None and os.environ.get("SSDCHECK_COMPILE_DEDUP", "1") != "0":
             self.timer.dedup_dir = Path(self.compile_cache) / "ssdcheck-tileiras-once"
@@ -301,7 +307,7 @@ class SSDState:
         if self.profile == "fuzz":
             from hypothesis.database import DirectoryBasedExampleDatabase
             db = Path(config.getoption("ssd_hypothesis_db") or DEFAULT_DB)
-            db = db if db.is_absolute() else config.rootpath / db
+            db = db if db.is_absolute() else state_root(config) / db
             settings.register_profile("fuzz+ssdcheck-db", parent=settings.get_profile("fuzz"),
                                       database=DirectoryBasedExampleDatabase(str(db)))
             settings.load_profile("fuzz+ssdcheck-db")
