@@ -194,7 +194,7 @@ def test_the_action_runs_only_ssdcheck_commands_that_exist(pytest_options):
     uploads = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert len(uploads) == 1 and uploads[0]["if"] == "always()" and "inputs.out" in uploads[0]["with"]["path"]
     test_step = next(s["run"] for s in action["runs"]["steps"] if "ssdcheck test" in s.get("run", ""))
-    for out in ("--ssd-report \"$OUT/report.json\"", "--junitxml \"$OUT/junit.xml\"", "--ssd-repro-dir \"$OUT/failures\""):
+    for out in ("--ssd-report \"$REPORT_DIR/report.json\"", "--junitxml \"$REPORT_DIR/junit.xml\"", "--ssd-repro-dir \"$REPORT_DIR/failures\""):
         assert out in test_step, out
 
 
