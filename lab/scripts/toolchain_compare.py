@@ -97,7 +97,8 @@ def table(jobs, res_a, res_b) -> tuple[list[str], dict]:
         counts["a_s"] += a["s"]
         counts["b_s"] += b["s"]
         err = "; ".join(f"{w}: {r['error'][:120]}" for w, r in (("A", a), ("B", b)) if r["error"])
-        lines.append(f"| `{unit.replace('|', '\\|')}` | {arch} | {_cell(a)} | {_cell(b)} | {a['s']:.1f} | {b['s']:.1f} | "
+        name = unit.replace("|", "\\|")   # a table cell
+        lines.append(f"| `{name}` | {arch} | {_cell(a)} | {_cell(b)} | {a['s']:.1f} | {b['s']:.1f} | "
                      f"{', '.join(diff) or '-'}{' (' + err + ')' if err else ''} |")
     return lines, counts
 
