@@ -81,6 +81,10 @@ def summarize(path: str) -> None:
     print(f"# ssdcheck run {meta['created']}\n")
     print(f"- GPU: {', '.join(d.get('name', '?') for d in gpu.get('devices', [])) or 'none'}; "
           f"driver {gpu.get('driver')}; versions {meta.get('versions')}")
+    tools = meta.get("toolchain") or {}
+    print(f"- toolchain: tileiras {tools.get('tileiras')} ({tools.get('tileiras_source')}: "
+          f"{tools.get('tileiras_path')}), ptxas {tools.get('ptxas')}, cuda-tile {tools.get('cuda_tile')}, "
+          f"torch {tools.get('torch')}, Triton {tools.get('triton')}")
     print(f"- profile: {meta['hypothesis']['profile']} (max_examples {meta['hypothesis']['max_examples']}); "
           f"command: {' '.join(meta['command'])}")
     s = r["summary"]
