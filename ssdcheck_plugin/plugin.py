@@ -117,6 +117,15 @@ def _xdist_active(config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
+def _junit_xml(config):
+    """pytest's --junitxml writer (it keeps it in config.stash), or None without --junitxml."""
+    try:
+        from _pytest.junitxml import xml_key
+        return config.stash.get(xml_key, None)
+    except (ImportError, AttributeError):
+        return getattr(config, "_xml", None)
+
+
 def _resolve(config, path: str) -> Path:
     p = Path(path)
     return p if p.is_absolute() else Path(config.invocation_params.dir) / p
@@ -312,7 +321,7 @@ class SSDState:
             settings.register_profile("fuzz+ssdcheck-db", parent=settings.get_profile("fuzz"),
                                       database=DirectoryBasedExampleDatabase(str(db)))
             settings.load_profile("fuzz+ssdcheck-db")
-        xml = getattr(config, "_xml", None)   # --junitxml: the toolchain is part of the run's identity
+        xml = _junit_xml(config)   # --junitxml: the toolchain is part of the run's identity
         if self.is_controller and xml is not None:
             from ssdcheck_plugin.meta import toolchain
             tools = toolchain()

@@ -186,6 +186,39 @@ def test_gate_passes_fails_on_growth_and_on_a_failed_run(good_run, user_dir, tmp
     assert "--metrics: unknown ['max']" in capsys.readouterr().err
 
 
+def test_gate_says_when_the_toolchains_differ_and_gates_by_the_policy(good_run, user_dir, tmp_path, capsys):
+    """A baseline under tileiras 13.4 gates a run under 13.5: the toolchain line, then the same verdicts."""
+    assert good_run.returncode == 0
+    data = json.loads((user_dir / "out/good.json").read_text())
+
+    def under(d, version, name):
+        d = json.loads(json.dumps(d))
+        d["meta"]["toolchain"] = dict(d["meta"]["toolchain"], tileiras=version, ptxas=version)
+        (tmp_path / name).write_text(json.dumps(d))
+        return str(tmp_path / name)
+
+    base, cand = under(data, "13.4.92", "base.json"), under(data, "13.5.37", "cand.json")
+    assert cli.main(["gate", cand, "--baseline", base]) == 0
+    out = capsys.readouterr().out
+    assert "toolchain DIFFERS from the baseline's: tileiras 13.4.92 -> 13.5.37; ptxas 13.4.92 -> 13.5.37" in out
+    assert "gate passed" in out
+    assert cli.main(["gate", base, "--baseline", base]) == 0
+    assert "toolchain same as the baseline's: tileiras 13.4.92, ptxas 13.4.92" in capsys.readouterr().out
+    grown = under(_scaled(data, 10.0), "13.5.37", "grown.json")      # worst errors grew 10x under 13.5
+    assert cli.main(["gate", grown, "--baseline", base]) == 6
+    out = capsys.readouterr().out
+    assert "toolchain DIFFERS" in out and "REGRESSION" in out and "gate FAILED" in out
+    failed = json.loads(Path(cand).read_text())
+    failed["summary"]["failures"] = 1
+    (tmp_path / "failed.json").write_text(json.dumps(failed))
+    assert cli.main(["gate", str(tmp_path / "failed.json"), "--baseline", base]) == 1
+    lost = json.loads(Path(cand).read_text())
+    dropped = lost["results"].pop()
+    (tmp_path / "lost.json").write_text(json.dumps(lost))
+    assert cli.main(["gate", str(tmp_path / "lost.json"), "--baseline", base]) == 0
+    assert f"note: in the baseline but not run now: {dropped['impl']} {dropped['prop']}" in capsys.readouterr().out
+
+
 def test_report_summarizes_a_report_file(good_run, user_dir, tmp_path, capsys):
     assert good_run.returncode == 0
     assert cli.main(["report", str(user_dir / "out/good.json")]) == 0

@@ -157,6 +157,49 @@ def test_junit_carries_property_names_and_worst_share(report_run):
     assert "ssd_worst_share.y" in seen["test_matches_oracle[torch-ref]"]
 
 
+def test_report_and_junit_record_the_toolchain(report_run, tmp_path, capsys):
+    """tileiras, ptxas, cuda-tile, torch and Triton are part of the run's identity: JSON, JUnit, markdown."""
+    from kernels.cutile.toolchain import identity
+    from ssdcheck.summary import summarize
+    d, _ = report_run
+    m = _strict_json(d / "r.json")["meta"]
+    here = identity()
+    for k in gate.TOOLCHAIN_FIELDS:
+        assert k in m["toolchain"] and m["toolchain"][k] == here[k], k
+    assert m["toolchain"]["tileiras_source"] == here["tileiras_source"] and "tileiras_path" in m["toolchain"]
+    assert {k: m["versions"][k] for k in ("tileiras", "ptxas", "triton")} == {
+        k: here[k] for k in ("tileiras", "ptxas", "triton")}
+    suite = ET.parse(d / "j.xml").getroot().find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties").iter("property")}
+    assert {f"ssd_toolchain_{k}" for k in gate.TOOLCHAIN_FIELDS} <= set(props)
+    assert props["ssd_toolchain_tileiras"] == str(here["tileiras"]) and props["ssd_toolchain_torch"] == torch.__version__
+    summarize(str(d / "r.json"))
+    assert f"- toolchain: tileiras {here['tileiras']} ({here['tileiras_source']}: " in capsys.readouterr().out
+
+
+def test_toolchain_changes_name_each_field_that_differs():
+    old = {"toolchain": {"tileiras": "13.4.92", "ptxas": "13.4.92", "cuda_tile": "1.7.0", "torch": "2.9", "triton": None}}
+    new = {"toolchain": dict(old["toolchain"], tileiras="13.5.37", ptxas="13.5.37")}
+    assert gate.toolchain_changes(new, old) == ["tileiras 13.4.92 -> 13.5.37", "ptxas 13.4.92 -> 13.5.37"]
+    assert gate.toolchain_changes(old, old) == []
+    assert gate.toolchain_line(new, old).startswith("toolchain DIFFERS from the baseline's: tileiras 13.4.92 -> 13.5.37")
+    assert gate.toolchain_line(old, old).startswith("toolchain same as the baseline's: tileiras 13.4.92")
+    legacy = {"versions": {"torch": "2.9", "cuda_tile": "1.7.0"}}     # a report from before meta.toolchain
+    assert gate.toolchain_changes(old, legacy) == ["tileiras None -> 13.4.92", "ptxas None -> 13.4.92"]
+
+
+def test_in_run_gate_prints_the_toolchain_line(tmp_path):
+    base = json.loads(_fake_baseline(tmp_path / "base.json", 10.0).read_text())
+    base["meta"] = {"toolchain": {"tileiras": "0.0.1", "ptxas": "0.0.1"}}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    proc = run_pytest(f"{TESTS}::test_causality", "--impl", "torch-ref", "--ssd-baseline", str(tmp_path / "base.json"),
+                      "--ssd-report", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "toolchain DIFFERS from the baseline's: tileiras 0.0.1 -> " in proc.stdout
+    g = _strict_json(tmp_path / "r.json")["gate"]
+    assert g["toolchain_changes"][0].startswith("tileiras 0.0.1 -> ") and g["passed"] is True
+
+
 # ---------------------------------------------------------------------------------------- the gate
 
 def _fake_baseline(path: Path, value: float) -> Path:
