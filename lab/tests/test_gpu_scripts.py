@@ -7,6 +7,7 @@ on the H200: 240 s lost to `gpu_peers.sh --help`, 2026-11-30).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -157,16 +158,38 @@ def test_the_bundle_packs_toolchain_wheel_and_peers_and_its_setup_unsets_cuda_ho
 
     gpu_tmp = tmp_path / "gpu"
     show = ('export CUDA_HOME=/usr/local/cuda CUDA_PATH=/usr/local/cuda; source bundle/setup.sh >/dev/null; '
-            'echo "${CUDA_HOME-unset} ${CUDA_PATH-unset} $SSDCHECK_PEERS_DIR $(command -v tileiras)"; '
+            'echo "${CUDA_HOME-unset} ${CUDA_PATH-unset} $SSDCHECK_PEERS_DIR $(command -v tileiras) $SSDCHECK_TILEIRAS"; '
             'python3 -c "import tilegym, mamba_ssm, cuda_tile_fake; print(tilegym.__file__); print(mamba_ssm.__file__)"')
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
            "SSDCHECK_GPU_TMP": str(gpu_tmp)}
     proc = subprocess.run(["bash", "-c", show], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    cuda_home, cuda_path, peers_dir, tileiras, tilegym, mamba = proc.stdout.split()
+    cuda_home, cuda_path, peers_dir, tileiras, chosen, tilegym, mamba = proc.stdout.split()
     assert (cuda_home, cuda_path) == ("unset", "unset")
-    assert peers_dir == str(bundle / "peers") and tileiras == str(gpu_tmp / "ctk/cu13/bin/tileiras")
+    assert peers_dir == str(bundle / "peers") and tileiras == chosen == str(gpu_tmp / "ctk-13.4.92/cu13/bin/tileiras")
     assert tilegym.startswith(str(gpu_tmp / "site")) and mamba.startswith(str(gpu_tmp / "peers-src"))
+    # --toolchain: a second bundle packs another tileiras (a pip --target folder), its own ctk folder on the host
+    other = tmp_path / "tc135"
+    shutil.copytree(cu13, other / "nvidia" / "cu13")
+    info = other / "nvidia_cuda_tileiras-13.5.37.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cuda-tileiras\nVersion: 13.5.37\n")
+    (other / "nvidia" / "cu13" / "bin" / "tileiras").write_text("#!/bin/sh\necho 'release 13.5, V13.5.37'\n")
+    bundle2 = tmp_path / "bundle2"
+    shutil.copytree(bundle / "whl", bundle2 / "whl")
+    benv = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+            "PYTHONPATH": str(fake), "PYTHON": sys.executable, "SSDCHECK_PEERS_DIR": str(peers)}
+    proc = subprocess.run(["bash", str(root / "lab" / "scripts" / "gpu_bundle.sh"), "--out", str(bundle2), "--python",
+                           pyver, "--toolchain", str(other)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=benv)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (bundle2 / "ctk.version").read_text().strip() == "13.5.37" and "toolchain 13.5.37" in proc.stdout
+    proc = subprocess.run(["bash", "-c", show.replace("bundle/setup.sh", "bundle2/setup.sh")], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+    assert proc.stdout.split()[4] == str(gpu_tmp / "ctk-13.5.37/cu13/bin/tileiras"), proc.stdout + proc.stderr
+    bad = subprocess.run(["bash", str(root / "lab" / "scripts" / "gpu_bundle.sh"), "--toolchain", str(tmp_path / "no")],
+                         capture_output=True, text=True, timeout=20, cwd=tmp_path, env=benv)
+    assert bad.returncode == 2 and "--toolchain needs a folder holding nvidia/cu13" in bad.stderr
     direct = subprocess.run(["bash", str(bundle / "setup.sh")], capture_output=True, text=True, timeout=20, env=env)
     assert direct.returncode == 2 and "source it" in direct.stderr
 
