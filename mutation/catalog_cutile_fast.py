@@ -3,7 +3,7 @@
 The FAST paths run where a dispatch row asks for them (FAST = chunk size: chunk_state and chunk_scan at
 chunk 64, 128 and 256; the scan's column tiles at 128/256 are catalog_cutile_fastr.py's) and only on
 aligned problems without seq_idx (seqlen % chunk == 0),
-6.8% of the general tests' GPU draws in the FACT gate (reports/2026-12-01-fact-scan.md), and every draw of
+6.8% of the general tests' GPU draws in the FACT gate (lab/reports/2026-12-01-fact-scan.md), and every draw of
 test_matches_oracle_model_layer; every other problem runs the general path. A surviving mutant here
 means the suite draws too few FAST problems or checks them too loosely (the fc_fact guard mutants
 survived until the model-layer test; fl_pairs_across_groups until the GPU draws had 6 heads). Which

@@ -6,7 +6,7 @@ file is never edited), like mutation/catalog_tilegym.py. The suite runs with TIL
 so every launch takes the first config of its search space: the reverse state pass with BLOCK_STATE
 16, and the dx/dD/dCB and dA/dB/dC/ddt kernels persistent. Every mutant sits in code that config
 runs; the group mutant only differs where 1 < ngroups < nheads (prop_grad_group_broadcast draws it).
-Every mutant compiles for sm_90 (scripts/tilegym_bwd_compile_probe.py --mutants: the kernel it
+Every mutant compiles for sm_90 (lab/scripts/tilegym_bwd_compile_probe.py --mutants: the kernel it
 changes, fp32, chunk 64, the first config). The baseline meets TileGym's declared ZERO_DT_DDT (NaN ddt
 at dt == 0) on the problems with skipped tokens; every other gradient is checked there.
 """

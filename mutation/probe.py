@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from mutation.catalog import load_catalog
-from mutation.run import ROOT, apply_patch, snapshot
+from mutation.engine import ROOT, apply_patch, snapshot
 
 SCRIPT = r'''
 import json, sys, math, collections

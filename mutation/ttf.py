@@ -153,7 +153,7 @@ PRECOMPILE_ENV = "SSDCHECK_PRECOMPILE_WORKERS"   # ssdcheck_plugin/precompile.py
 
 
 def precompile_workers_for(jobs: int) -> int:
-    """Battery precompile workers per run: $SSDCHECK_PRECOMPILE_WORKERS where set (scripts/gpu_ttf.sh
+    """Battery precompile workers per run: $SSDCHECK_PRECOMPILE_WORKERS where set (lab/scripts/gpu_ttf.sh
     sets it from a wave's runs at once), else the cores shared by `jobs` runs, less the run's own."""
     env = os.environ.get(PRECOMPILE_ENV, "")
     return int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 1) // max(jobs, 1) - 1, 1)
@@ -193,7 +193,7 @@ def shared_fill(root: Path, key: str, fill):
     """The fill for `key` in root/key, made by `fill(folder)` (returns an Outcome or None) the first
     time and reused after: a lock makes concurrent catalogs wait for one fill rather than each run it.
     Returns (folder, outcome); a fill that did not pass is not kept for reuse."""
-    from mutation.run import Outcome
+    from mutation.engine import Outcome
     folder = root / key
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{key}.lock", "w") as lock:
@@ -215,7 +215,8 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
     """Time the shard's pending runs (see the module docstring); returns the records it appended.
     `fill_only`: make the fill (cold, warm) and return."""
     from mutation import peer_copy
-    from mutation.run import ROOT, code_root, execute, snapshot
+    from mutation import engine
+    from mutation.engine import ROOT, code_root, snapshot
     if cache not in CACHES:
         raise ValueError(f"--cache: expected one of {', '.join(CACHES)}, got {cache!r}")
     jobs = jobs or os.cpu_count() or 1
@@ -261,7 +262,7 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
                        "SSDCHECK_MUTATION_REPORT": ""}
                 xdist = ["-n", str(workers)] if workers > 1 else []
                 # the fill compiles what the command needs from nothing: half the total, not the baseline's limit
-                return execute([None], snap, catalog.impl, jobs=1, setup=lambda i, job: (env, cache_args + xdist),
+                return engine.execute([None], snap, catalog.impl, jobs=1, setup=lambda i, job: (env, cache_args + xdist),
                                **{**common, "baseline_budget_s": max(common["baseline_budget_s"], total_s / 2)})[0]
 
             if fill_cache is not None:
@@ -295,11 +296,11 @@ def run(catalog: Catalog, *, cache: str = "cold", shard=(1, 1), jobs: int | None
             return lambda o: keep(o, by_id.get(o.id), label)
 
         first = "cold" if cache == "warm" else cache
-        results_ = execute(todo, snap, catalog.impl, jobs=jobs, setup=setup, progress=done(first), **common)
+        results_ = engine.execute(todo, snap, catalog.impl, jobs=jobs, setup=setup, progress=done(first), **common)
         if cache == "warm":
             again = [m for m, r in zip(todo, results_) if r is not None]
             ran = [c for c, r in zip(caches, results_) if r is not None]
-            results_ = execute(again, snap, catalog.impl, jobs=jobs, setup=lambda i, job: cache_setup(ran[i]),
+            results_ = engine.execute(again, snap, catalog.impl, jobs=jobs, setup=lambda i, job: cache_setup(ran[i]),
                                progress=done("warm"), **common) + [None] * (len(todo) - len(again))
     left = sum(r is None for r in results_)
     if left:

@@ -52,9 +52,9 @@ MATMULS = tuple(_TF32)
 _LOG2E = torch.tensor(1.4426950408889634, dtype=_F32)   # Triton makes the constexpr an fp32 operand
 # ex2.approx.f32's own relative error, in units of 2^-24 (fp32's unit roundoff), toward zero: the one
 # figure the exp="fast" model reads. It is the ceiling of the largest error that
-# scripts/gpu_fast_exp_check.py measures on an H200 over every fp32 decay exponent in [-87.33, 0], against
+# lab/scripts/gpu_fast_exp_check.py measures on an H200 over every fp32 decay exponent in [-87.33, 0], against
 # float64 exp2 of the same fp32 product; the script prints the value to put here. Measured on an H200
-# (Triton 3.6): largest 2.415 at x = -0.680 (reports/2026-12-02-vllm-checks.md).
+# (Triton 3.6): largest 2.415 at x = -0.680 (lab/reports/2026-12-02-vllm-checks.md).
 FAST_EXP_ULPS = 3
 
 

@@ -277,7 +277,7 @@ def group_broadcast_problem(info, problem: GradProblem) -> GradProblem | None:
     """The grouped problem prop_grad_group_broadcast runs (None: nheads 1, nothing to group). A drawn
     problem with 1 < ngroups < nheads runs as drawn: heads per group is a compile-time constant in
     TileGym's kernels, and regrouping every even seed's draw had put 155 of 400 runs outside the
-    classes the warm-up compiles, against 6 (scripts/grad_compile_classes.py --group-broadcast)."""
+    classes the warm-up compiles, against 6 (lab/scripts/grad_compile_classes.py --group-broadcast)."""
     if 1 < problem.ngroups < problem.nheads:
         return problem
     if problem.seed % 2 == 0:

@@ -181,7 +181,7 @@ def _compare(output: str, actual: torch.Tensor, expected: torch.Tensor, *, dtype
         # The elementwise rule, like the normwise bound, never demands less than k times what the declared
         # precision reaches against it: at millions of 16-bit elements the rule's tail meets elements whose
         # terms cancel (|terms| ~ 7000 |ref| in a bfloat16 model layer), where the yardstick itself used 40-53%
-        # of it and a correct vLLM 103% (reports/2026-12-06-production-modes.md).
+        # of it and a correct vLLM 103% (lab/reports/2026-12-06-production-modes.md).
         used = float(torch.nan_to_num(yard_diff / allowed, nan=0.0, posinf=0.0).max())
         scale = max(1.0, load_policy().k * used)
         if scale > 1.0:

@@ -30,7 +30,7 @@ DTYPE_ORDER = ("float32", "bfloat16", "float16")   # on the CPU float32 first: t
 # On the GPU bfloat16 first, float32 second: the first examples wait for compiles, and a float32 tensor-core
 # kernel costs cuTile's compiler 4-10x a 16-bit one (on a 2-core CPU the general chunk_scan at the first
 # problem's sizes took 10.4 s in float32, 1.0 s in bfloat16; the chunk-64 FAST scan 2.9 s against 0.65 s:
-# scripts/scan_compile_time.py --dtype); a structural bug dies at the first, cheap examples, a bug only
+# lab/scripts/scan_compile_time.py --dtype); a structural bug dies at the first, cheap examples, a bug only
 # float32's tolerance shows at the third. Each dtype takes the next chunk size, so bfloat16 takes 64.
 DTYPE_ORDER_GPU = ("bfloat16", "float32", "float16")
 
@@ -105,7 +105,7 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
                       final_states="final_states" in opts)
         # a 16-bit model's state cache in its dtype on the whole-chunk problem (and so on its model-layer
         # twins), its parameters (D, dt_bias) in it on the packed one; float32 on the other: both kinds of
-        # server, per dtype (vLLM compiled none of the bf16-state problems: reports/2026-12-06-production-modes.md)
+        # server, per dtype (vLLM compiled none of the bf16-state problems: lab/reports/2026-12-06-production-modes.md)
         narrow = dtype != "float32"
         states_whole = "input" if narrow and "states_input_dtype" in opts else "float32"
         params_packed = "input" if narrow and "params_input_dtype" in opts else "float32"
@@ -131,7 +131,7 @@ def _battery(info, gpu: bool, large_first: bool = True) -> tuple[SSDProblem, ...
         # Without the packed problem a dtype meets one shape, so nothing in the battery calls the first
         # compile key (dtype, chunk size) twice with other sizes. This one does, below a 64-wide tile:
         # TileGym's autotune cache keyed without shapes then launches the large problem's tiles
-        # (grid head_size // 64 = 0), a mutant a draw found at 22-95 s (reports/2026-12-04-bf16-first-battery.md)
+        # (grid head_size // 64 = 0), a mutant a draw found at 22-95 s (lab/reports/2026-12-04-bf16-first-battery.md)
         out.append(out[0].replace(headdim=small[0], dstate=small[1], seed=3))
     if len(out) > SLOTS:
         raise ValueError(f"triage battery of {info.name}: {len(out)} problems, more than SLOTS={SLOTS}")
@@ -173,7 +173,7 @@ def _wide_layers(problem: SSDProblem, info) -> list[SSDProblem]:
         # An even head count per group, where the battery's others have an odd one: a kernel that pairs
         # the heads of a group takes its pairs here (cuTile's FAST scan at chunk 64, HB=2), and
         # falls back to one head per block on the others; with 18 heads (9 per group) no battery
-        # problem ran the pairs, and a pair's bug waited 66 s for a draw (reports/2026-12-03-scan-bn64.md)
+        # problem ran the pairs, and a pair's bug waited 66 s for a draw (lab/reports/2026-12-03-scan-bn64.md)
         k = -(-STATE_BLOCKS // (2 * problem.nheads * -(-big_n // 32)))
         k += (problem.nheads * k // problem.ngroups) % 2   # odd heads per group: one more multiple makes it even
         out.append(wide.replace(batch=2, nheads=problem.nheads * k, seqlen=2 * problem.chunk_size, dstate=big_n, seed=5))

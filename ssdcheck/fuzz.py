@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from ssdcheck.paths import PROPERTY_TESTS, ROOT, absolute_impl
+from ssdcheck.paths import PROPERTY_TESTS, ROOT, absolute_impl, state_root
 
 DEFAULT_DB = ".ssdcheck-cache/hypothesis"
 TEST_FILE = str(PROPERTY_TESTS.relative_to(ROOT))
@@ -161,9 +161,9 @@ def main(argv: list[str]) -> int:
     args.impl = [absolute_impl(spec, cwd) for spec in args.impl]     # the child runs in ROOT
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "+".join(args.impl))[:60]
-    out = Path(args.out) if args.out else ROOT / ".ssdcheck-cache" / "fuzz" / f"{stamp}-{slug}"
+    out = Path(args.out) if args.out else state_root(cwd) / ".ssdcheck-cache" / "fuzz" / f"{stamp}-{slug}"
     out = out if out.is_absolute() else cwd / out
-    db = Path(args.db) if args.db else ROOT / DEFAULT_DB
+    db = Path(args.db) if args.db else state_root(cwd) / DEFAULT_DB
     db = db if db.is_absolute() else cwd / db
     out.mkdir(parents=True, exist_ok=True)
     tests = select_tests(args.props, ROOT / TEST_FILE, args.slow)

@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="ssdcheck gate", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"""\
-prints: one REGRESSION line per grown worst error (old -> new, the growth, the share of the
+prints: the toolchain line (tileiras, ptxas, cuda-tile, torch, Triton: "toolchain DIFFERS from the
+baseline's: tileiras 13.4.92 -> 13.5.37" when they differ; the gate is the same either way), one REGRESSION line per grown worst error (old -> new, the growth, the share of the
 tolerance it uses now, the problem), notes on rows present on one side only, then the verdict.
 
 exit codes:
@@ -57,7 +58,7 @@ def run_failed(path: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from ssdcheck_plugin.gate import EXIT_GATE, compare_rows, load_baseline  # noqa: PLC0415
+    from ssdcheck_plugin.gate import EXIT_GATE, compare_rows, load_baseline, load_meta, toolchain_line  # noqa: PLC0415
     ap = build_parser()
     args = ap.parse_args(argv)
     if args.max_growth <= 0:
@@ -73,6 +74,7 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     print(f"ssdcheck gate: {args.report} against {args.baseline}: max growth {args.max_growth:g}x on "
           f"{', '.join(metrics)} (ignoring errors under {100 * args.growth_floor:g}% of their tolerance)")
+    print(toolchain_line(load_meta(args.report), load_meta(args.baseline)))
     for r in regressions:
         print("REGRESSION " + r.message(args.max_growth))
     for n in notes:

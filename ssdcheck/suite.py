@@ -13,13 +13,20 @@ from pathlib import Path
 from ssdcheck.paths import PROPERTY_TESTS, ROOT, absolute_impl
 
 EXIT_USAGE = 4
+# test paths on the command line taken inside the suite's folder rather than the caller's
+SUITE_PREFIXES = ("tests/", "tests\\", "lab/tests/", "lab\\tests\\")
+
+
+def suite_folders() -> list[Path]:
+    """What `--all` runs: tests/, and the lab's tests where the lab is there (a checkout, not a wheel)."""
+    return [p for p in (ROOT / "tests", ROOT / "lab" / "tests") if p.is_dir()]
 
 DESCRIPTION = """\
 Run ssdcheck's property tests (tests/test_properties.py: every invariant and the float64 oracle
 comparison, on problems Hypothesis draws from what the implementation declares) against --impl.
 pytest runs underneath: every option not listed here goes to pytest unchanged (-k, -x, -n 2,
 --hypothesis-profile=gpu, --ssd-report out.json, --ssd-baseline main.json, --junitxml ...).
-Test paths starting with tests/ are taken inside the repository (e.g. tests/test_oracles.py).
+Test paths starting with tests/ (or lab/tests/) are taken inside the suite (e.g. tests/test_oracles.py).
 pytest's own options, and the ssdcheck plugin's (--ssd-*): python3 -m pytest --help in the repository."""
 
 EPILOG = """\
@@ -52,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "mamba-ssm), package.module:function, or path/to/file.py:function; default torch-ref, "
                          "plus cutile where a GPU is visible")
     ap.add_argument("--all", action="store_true",
-                    help="run the whole suite (tests/: oracles, strategies, tooling, mutants too), not only the "
-                         "property tests")
+                    help="run the whole suite (tests/: oracles, strategies, tooling, mutants too, and lab/tests/ in a "
+                         "checkout), not only the property tests")
     return ap
 
 
@@ -61,8 +68,8 @@ def pytest_args(args: argparse.Namespace, passthrough: list[str], cwd: Path) -> 
     """The pytest command line: repository rootdir and ini, the tests, the implementations, the rest."""
     tests, rest = [], []
     for a in passthrough:
-        (tests if a.startswith(("tests/", "tests" + "\\")) else rest).append(a)
-    tests = [str(ROOT / t) for t in tests] or [str(ROOT / "tests" if args.all else PROPERTY_TESTS)]
+        (tests if a.startswith(SUITE_PREFIXES) else rest).append(a)
+    tests = [str(ROOT / t) for t in tests] or ([str(p) for p in suite_folders()] if args.all else [str(PROPERTY_TESTS)])
     cmd = ["--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *tests]
     for spec in args.impl or []:
         cmd += ["--impl", absolute_impl(spec, cwd)]

@@ -12,7 +12,7 @@ from pathlib import Path
 EXIT_NO_REPORT = 3
 DESCRIPTION = """\
 Summarize an ssdcheck JSON report (--ssd-report) as markdown, e.g. for a CI job summary or a report
-under reports/."""
+under lab/reports/."""
 EPILOG = """\
 prints: the run (GPU, driver, versions, profile, command), totals and the worst share, any stall or
 hang files, a table per property (examples, failures, worst share of the tolerance), a table per
@@ -81,6 +81,10 @@ def summarize(path: str) -> None:
     print(f"# ssdcheck run {meta['created']}\n")
     print(f"- GPU: {', '.join(d.get('name', '?') for d in gpu.get('devices', [])) or 'none'}; "
           f"driver {gpu.get('driver')}; versions {meta.get('versions')}")
+    tools = meta.get("toolchain") or {}
+    print(f"- toolchain: tileiras {tools.get('tileiras')} ({tools.get('tileiras_source')}: "
+          f"{tools.get('tileiras_path')}), ptxas {tools.get('ptxas')}, cuda-tile {tools.get('cuda_tile')}, "
+          f"torch {tools.get('torch')}, Triton {tools.get('triton')}")
     print(f"- profile: {meta['hypothesis']['profile']} (max_examples {meta['hypothesis']['max_examples']}); "
           f"command: {' '.join(meta['command'])}")
     s = r["summary"]

@@ -8,7 +8,7 @@ Registered from conftest.py (`pytest_plugins = ["ssdcheck_plugin.plugin"]`). The
     gpu.py        xdist worker -> GPU pinning, `-n auto` = GPU count, cuTile compile cache and timer
     fuzzing.py    `--ssd-fuzz-seconds`: a time budget instead of an example count; live progress
     repro.py      self-contained reproducer files and their replay
-    compare.py    diff the verdicts of two reports (scripts/gpu_ci_compare.sh)
+    compare.py    diff the verdicts of two reports (lab/scripts/gpu_ci_compare.sh)
 
 docs/report-schema.md describes the JSON; docs/jobs.md the three jobs it serves.
 """

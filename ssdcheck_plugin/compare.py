@@ -3,7 +3,7 @@
     python -m ssdcheck_plugin.compare A.json B.json [--names one-gpu,two-gpu] [--out DIR]
 
 Exit 0 when every test has the same outcome in both runs, 1 when a verdict differs or a test ran in
-only one of them (scripts/gpu_ci_compare.sh uses this to check that `-n 2` changes nothing but the
+only one of them (lab/scripts/gpu_ci_compare.sh uses this to check that `-n 2` changes nothing but the
 wall time). Differences in worst errors are listed but do not fail: with a derandomized profile they
 should be identical, and any that are not point at nondeterminism worth a look.
 """

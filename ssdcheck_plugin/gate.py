@@ -54,6 +54,41 @@ def _g(x: float) -> str:
     return "inf" if x == float("inf") else f"{x:.3g}"
 
 
+TOOLCHAIN_FIELDS = ("tileiras", "ptxas", "cuda_tile", "torch", "triton")   # toolchain.IDENTITY_FIELDS
+
+
+def toolchain_of(meta: dict) -> dict:
+    """A report's toolchain: meta.toolchain, or for a report from before that field, what its
+    meta.versions holds (tileiras and ptxas then read None)."""
+    tools = meta.get("toolchain") or {}
+    versions = meta.get("versions") or {}
+    return {k: tools.get(k, versions.get(k)) for k in TOOLCHAIN_FIELDS}
+
+
+def toolchain_changes(current_meta: dict, baseline_meta: dict) -> list[str]:
+    """'tileiras 13.4.92 -> 13.5.37' for each toolchain field that differs between two reports' meta."""
+    now, old = toolchain_of(current_meta), toolchain_of(baseline_meta)
+    return [f"{k} {old[k]} -> {now[k]}" for k in TOOLCHAIN_FIELDS if now[k] != old[k]]
+
+
+def toolchain_line(current_meta: dict, baseline_meta: dict) -> str:
+    """The gate's line on the toolchains: which fields differ, or that they are the same."""
+    changes = toolchain_changes(current_meta, baseline_meta)
+    if changes:
+        return ("toolchain DIFFERS from the baseline's: " + "; ".join(changes) +
+                " (every cuTile kernel is a new revision: gated by the same policy)")
+    tools = toolchain_of(current_meta)
+    return "toolchain same as the baseline's: " + ", ".join(f"{k} {tools[k]}" for k in TOOLCHAIN_FIELDS)
+
+
+def load_meta(path: str | Path) -> dict:
+    """A report file's meta ({} when it has none); load_baseline has checked the file."""
+    try:
+        return json.loads(Path(path).read_text()).get("meta") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return {}
+
+
 def load_baseline(path: str | Path, what: str = "--ssd-baseline") -> dict[tuple, dict]:
     """Rows of a report file keyed on (impl, prop, output, dtype); raises ValueError on a bad file,
     naming the argument `what` that gave it."""

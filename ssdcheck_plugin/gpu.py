@@ -98,7 +98,8 @@ def auto_num_workers(numprocesses, env=os.environ, cuda=None, cores=None) -> int
 
 def resolve_compile_cache(option: str | None, rootdir: str | Path, env=os.environ) -> str | None:
     """Where cuTile caches cubins: --ssd-compile-cache, else $SSDCHECK_COMPILE_CACHE, else an explicit
-    $CUDA_TILE_CACHE_DIR, else <rootdir>/.ssdcheck-cache/cutile. "off" (or 0/none) disables the cache."""
+    $CUDA_TILE_CACHE_DIR, else <rootdir>/.ssdcheck-cache/cutile (the plugin passes its state folder as
+    rootdir: $SSDCHECK_STATE_DIR or pytest's rootdir). "off" (or 0/none) disables the cache."""
     choice = option or env.get("SSDCHECK_COMPILE_CACHE") or env.get("CUDA_TILE_CACHE_DIR")
     if choice is None:
         return str(Path(rootdir) / DEFAULT_COMPILE_CACHE)

@@ -99,6 +99,25 @@ def hypothesis_settings(profile: str | None) -> dict:
             "phases": [p.name for p in s.phases]}
 
 
+def toolchain() -> dict:
+    """The compilers this run's kernels come from (kernels/cutile/toolchain.py identity(): tileiras
+    and the ptxas beside it, with path and where cuTile found them, cuda-tile, torch, Triton); a field
+    that cannot be read is None. SSDCHECK_TILEIRAS, when set, is the tileiras recorded."""
+    keys = ("tileiras", "tileiras_path", "tileiras_source", "ptxas", "ptxas_path", "cuda_tile", "torch", "triton")
+    try:
+        from kernels.cutile.toolchain import identity  # noqa: PLC0415
+        return identity()
+    except Exception as e:  # noqa: BLE001 - a report without cuda-tile still says which torch ran
+        out = dict.fromkeys(keys)
+        out.update(cuda_tile=_version("cuda-tile"), triton=_version("triton"), error=f"{type(e).__name__}: {e}")
+        try:
+            import torch  # noqa: PLC0415
+            out["torch"] = torch.__version__
+        except ImportError:
+            pass
+        return out
+
+
 def _program() -> list[str]:
     name = Path(sys.argv[0]).name if sys.argv else "pytest"
     return ["python", "-m", "pytest"] if name in ("__main__.py", "pytest.py") else [name]
@@ -108,6 +127,7 @@ def collect(config, *, profile: str | None) -> dict:
     import torch
     root = str(config.rootpath)
     args = list(config.invocation_params.args)
+    tools = toolchain()
     return {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
@@ -122,7 +142,9 @@ def collect(config, *, profile: str | None) -> dict:
         "versions": {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                      "cuda_tile": _version("cuda-tile"), "hypothesis": _version("hypothesis"),
                      "pytest": _version("pytest"), "pytest_xdist": _version("pytest-xdist"),
-                     "numpy": _version("numpy")},
+                     "numpy": _version("numpy"), "tileiras": tools["tileiras"], "ptxas": tools["ptxas"],
+                     "triton": tools["triton"]},
+        "toolchain": tools,
         "git": git_state(root),
         "gpu": gpus(),
         "tolerance_policy": tolerance_policy(),

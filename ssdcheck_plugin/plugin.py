@@ -24,7 +24,8 @@ failure also stops the other workers before their next example (their tests end 
 
 JUnit (`--junitxml`): every property test gets <property> entries ssd_property, ssd_examples,
 ssd_failures, ssd_worst_share and ssd_worst_share.<output>, ssd_reproducer when one was saved, and
-ssd_cut_by_budget or ssd_cut_by_failure (another worker's failure under -x) when the test was stopped early.
+ssd_cut_by_budget or ssd_cut_by_failure (another worker's failure under -x) when the test was stopped early;
+the suite gets ssd_toolchain_<field> for tileiras, ptxas, cuda_tile, torch and triton (meta.toolchain).
 """
 from __future__ import annotations
 
@@ -105,9 +106,24 @@ def _metrics(config) -> tuple[str, ...]:
     return tuple(m.strip() for m in config.getoption("ssd_gate_metrics").split(",") if m.strip())
 
 
+def state_root(config) -> Path:
+    """Where .ssdcheck-cache goes: $SSDCHECK_STATE_DIR (the `ssdcheck` command sets it: the checkout, or
+    the directory it runs in where the suite is installed), else the rootdir."""
+    return Path(os.environ.get("SSDCHECK_STATE_DIR") or config.rootpath)
+
+
 def _xdist_active(config) -> bool:
     """True on the xdist controller of a distributed run."""
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def _junit_xml(config):
+    """pytest's --junitxml writer (it keeps it in config.stash), or None without --junitxml."""
+    try:
+        from _pytest.junitxml import xml_key
+        return config.stash.get(xml_key, None)
+    except (ImportError, AttributeError):
+        return getattr(config, "_xml", None)
 
 
 def _resolve(config, path: str) -> Path:
@@ -224,7 +240,7 @@ class SSDState:
         self.report_path: Path | None = None
         # Early, before anything touches CUDA or imports cuda.tile:
         self.device = gpu.pin_xdist_worker()
-        self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), config.rootpath)
+        self.compile_cache = gpu.resolve_compile_cache(config.getoption("ssd_compile_cache"), state_root(config))
         gpu.apply_compile_cache(self.compile_cache)
         if self.compile_cache is not None and os.environ.get("SSDCHECK_COMPILE_DEDUP", "1") != "0":
             self.timer.dedup_dir = Path(self.compile_cache) / "ssdcheck-tileiras-once"
@@ -301,10 +317,16 @@ class SSDState:
         if self.profile == "fuzz":
             from hypothesis.database import DirectoryBasedExampleDatabase
             db = Path(config.getoption("ssd_hypothesis_db") or DEFAULT_DB)
-            db = db if db.is_absolute() else config.rootpath / db
+            db = db if db.is_absolute() else state_root(config) / db
             settings.register_profile("fuzz+ssdcheck-db", parent=settings.get_profile("fuzz"),
                                       database=DirectoryBasedExampleDatabase(str(db)))
             settings.load_profile("fuzz+ssdcheck-db")
+        xml = _junit_xml(config)   # --junitxml: the toolchain is part of the run's identity
+        if self.is_controller and xml is not None:
+            from ssdcheck_plugin.meta import toolchain
+            tools = toolchain()
+            for k in gate_mod.TOOLCHAIN_FIELDS:
+                xml.add_global_property(f"ssd_toolchain_{k}", str(tools.get(k)))
         if self.is_controller:
             for old in self._watch_files("stall") + self._watch_files("hang"):   # an earlier run's file would
                 Path(old).unlink(missing_ok=True)                                   # be read as this run's
@@ -512,6 +534,9 @@ class SSDState:
         status = int(exitstatus)
         baseline = config.getoption("ssd_baseline")
         if baseline:
+            from ssdcheck_plugin.meta import toolchain
+            base_meta = gate_mod.load_meta(_resolve(config, baseline))
+            here = {"toolchain": toolchain()}
             regressions, notes = gate_mod.compare_rows(
                 self.aggregate.rows, gate_mod.load_baseline(_resolve(config, baseline)),
                 max_growth=config.getoption("ssd_max_growth"), growth_floor=config.getoption("ssd_growth_floor"),
@@ -520,7 +545,8 @@ class SSDState:
             self.gate = {"baseline": baseline, "max_growth": config.getoption("ssd_max_growth"),
                          "growth_floor": config.getoption("ssd_growth_floor"), "metrics": list(_metrics(config)),
                          "passed": not regressions, "regressions": [r.to_dict() for r in regressions],
-                         "notes": notes}
+                         "notes": notes, "toolchain_changes": gate_mod.toolchain_changes(here, base_meta),
+                         "toolchain_line": gate_mod.toolchain_line(here, base_meta)}
             if regressions and status == 0:
                 session.exitstatus = status = gate_mod.EXIT_GATE
         path = config.getoption("ssd_report")
@@ -622,6 +648,7 @@ class SSDState:
             tr.section("ssdcheck gate", red=bool(regs), green=not regs)
             tr.write_line(f"baseline {g['baseline']}: max growth {g['max_growth']:g}x on {', '.join(g['metrics'])} "
                           f"(ignoring errors under {100 * g['growth_floor']:g}% of their tolerance)")
+            tr.write_line(g["toolchain_line"], yellow=bool(g["toolchain_changes"]))
             for r in regs:
                 tr.write_line("REGRESSION " + r.message(g["max_growth"]), red=True)
             for n in g["notes"][:20]:

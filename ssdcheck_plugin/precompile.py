@@ -4,7 +4,7 @@ A fail-fast run (`-x`, one process: a new kernel revision fuzzed until its first
 triage battery (properties/triage.py) example by example, and each example that meets a kernel the
 revision changed waits for its compile: on the H200 a mutant of cuTile's fast chunk_scan died at the
 battery's second example about 13 s in, of which 10 were that one compile, which had waited for the first
-example to end (reports/2026-12-02-ttf-new-battery-and-gate.md). The battery warm-up (warmup.py) spreads
+example to end (lab/reports/2026-12-02-ttf-new-battery-and-gate.md). The battery warm-up (warmup.py) spreads
 compiles over xdist workers, but it runs before any test and never with -x.
 
 Here, once collection is done, the main process forks worker processes that compile, for every

@@ -10,7 +10,7 @@ among the stuck thread's locals) and every thread's stack, to stderr and to `pat
 It only reports; it never stops the example (stopping it could hide a real failure).
 
 That thread needs the GIL, and an example can hang inside a C call that holds it (a synchronous
-device-to-host copy behind a kernel that never finishes): the DTP kernel (reports/2026-12-01-dtp-hang.md) hung the H200 that
+device-to-host copy behind a kernel that never finishes): the DTP kernel (lab/reports/2026-12-01-dtp-hang.md) hung the H200 that
 way, twice, and left neither a report nor a stall file. So the watchdog also arms faulthandler's C-level
 timer at every example start (`hang_s`): an example running `hang_s` seconds dumps every thread's
 Python stack to `hang_path` without the GIL, under a header naming the test; the timer is cancelled when

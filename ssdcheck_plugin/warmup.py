@@ -2,7 +2,7 @@
 
 Every property test checks the triage battery (properties/triage.py) first, so in a cold run each test
 first compiles what the battery needs, serially in its own worker. The battery's derived runs make
-many classes of their own. In the cold gate on the H200 (reports/2026-12-02-gate-model-classes.md)
+many classes of their own. In the cold gate on the H200 (lab/reports/2026-12-02-gate-model-classes.md)
 test_seq_idx_packing spent 205 s compiling for the battery's 6 problems: counted on the CPU, they need
 66 cuTile kernel signatures, since each packed sequence's separate run is a class of its own. Its time
 share then cut it at 6 examples, while other workers sat idle.
@@ -10,13 +10,13 @@ share then cut it at 6 examples, while other workers sat idle.
 Here each worker, once collection is done and before xdist hands out tests, claims (property, battery
 problem) checks one at a time from a list every worker derives alike, through a counter under a file
 lock. It runs each check only to compile what it needs and discards the result. The tests then run the
-same checks from the compile cache. Counted on the CPU (scripts/battery_signatures.py), the gate's
+same checks from the compile cache. Counted on the CPU (lab/scripts/battery_signatures.py), the gate's
 battery checks need 121 distinct signatures; run test by test they are compiled 351 times over, though
 the compile lock lets only one process build each. Spread over every core, they all compile at once.
 
 Gradient tests (tests/test_gradients.py) have no explicit battery, but most of their GPU draws copy
 a compile class of the battery of the backward's options; those problems are their checks. On the
-H200 one TileGym gradient class cost about a minute of compiling (reports/2026-12-02-backward-h200.md),
+H200 one TileGym gradient class cost about a minute of compiling (lab/reports/2026-12-02-backward-h200.md),
 and a lone test compiled its three serially.
 
 It runs under xdist with more than one worker, on a GPU, for implementations that declare a compile key

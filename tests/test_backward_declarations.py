@@ -65,7 +65,7 @@ def test_tilegym_backward_refuses_what_it_lacks_before_loading_the_peer():
 
 def _grad_classes(info, n: int = 200) -> tuple[int, int]:
     """(compile classes, draws outside the triage battery's classes) of n derandomized GPU gradient draws."""
-    from scripts.grad_compile_classes import count_classes
+    from lab.scripts.grad_compile_classes import count_classes
     counts, battery = count_classes(info, n)
     return len(counts), sum(c for k, c in counts.items() if k not in battery)
 
@@ -73,7 +73,7 @@ def _grad_classes(info, n: int = 200) -> tuple[int, int]:
 def test_a_costly_backward_explores_new_compile_classes_at_its_declared_rate():
     """TileGym's backward compiles five kernels per class (about a minute on the H200), so its gradient
     draws explore 1 in 48 (Backward.explore_one_in) rather than the forward's 1 in 8. Measured on the
-    derandomized sequence of scripts/grad_compile_classes.py, 200 draws: 3 classes and no draw outside
+    derandomized sequence of lab/scripts/grad_compile_classes.py, 200 draws: 3 classes and no draw outside
     the battery's, against 20 classes and 35 draws at 1 in 8. At 1 in 1, 40 of 40 draws explore."""
     import dataclasses
     tg = lookup("tilegym")
@@ -91,8 +91,8 @@ def test_group_broadcast_runs_stay_in_the_classes_the_warm_up_compiles():
     grouped already runs as drawn, so the warm-up's battery runs hold the classes of all but the
     explored draws' runs: 6 of 400 runs outside them on this sequence. Regrouping every even seed's draw
     (TileGym's heads per group is a compile-time constant) had put 155 of 400 outside, in classes the
-    test compiled alone (reports/2026-12-02-backward-h200.md: 128 of 200 examples in 381 s, 360 s compiling)."""
-    from scripts.grad_compile_classes import count_classes, group_broadcast_runs
+    test compiled alone (lab/reports/2026-12-02-backward-h200.md: 128 of 200 examples in 381 s, 360 s compiling)."""
+    from lab.scripts.grad_compile_classes import count_classes, group_broadcast_runs
     tg = lookup("tilegym")
     runs, warm = count_classes(tg, 200, group_broadcast_runs)
     draws, battery = count_classes(tg, 200)

@@ -90,13 +90,15 @@ def test_test_runs_the_repository_suite_and_passes_everything_else_to_pytest(tmp
     assert cmd[5:] == ["--impl", f"{tmp_path / 'rev.py'}:forward", "--impl", "cutile",
                        "-k", "causality", "-n", "2", "--ssd-report", "out/r.json"]
     args, rest = suite.build_parser().parse_known_args(["--all", "-x"])
-    assert suite.pytest_args(args, rest, tmp_path)[4:] == [str(ROOT / "tests"), "-x"]
+    assert suite.pytest_args(args, rest, tmp_path)[4:] == [*map(str, suite.suite_folders()), "-x"]
+    assert suite.suite_folders()[0] == ROOT / "tests"
     # the whole suite under xdist steals work (its tests' lengths differ 1000-fold); a --dist of one's own wins
     for argv, extra in ((["--all", "-n", "2"], ["--dist", "worksteal", "-n", "2"]), (["--all", "-n", "0"], ["-n", "0"]),
                         (["--all", "-n", "2", "--dist=load"], ["-n", "2", "--dist=load"]),
                         (["-n", "2"], ["-n", "2"])):
         args, rest = suite.build_parser().parse_known_args(argv)
-        assert suite.pytest_args(args, rest, tmp_path)[5:] == extra, argv
+        skip = 4 + (len(suite.suite_folders()) if "--all" in argv else 1)
+        assert suite.pytest_args(args, rest, tmp_path)[skip:] == extra, argv
     args, rest = suite.build_parser().parse_known_args(["tests/test_oracles.py::test_x", "-q"])
     assert suite.pytest_args(args, rest, tmp_path)[4:] == [str(ROOT / "tests/test_oracles.py::test_x"), "-q"]
     # only file specs change: names and import paths resolve the same everywhere
@@ -182,6 +184,39 @@ def test_gate_passes_fails_on_growth_and_on_a_failed_run(good_run, user_dir, tmp
     assert f"--baseline {tmp_path / 'junk.json'}: not an ssdcheck report" in capsys.readouterr().err
     assert cli.main(["gate", str(report), "--baseline", str(report), "--metrics", "max"]) == 4
     assert "--metrics: unknown ['max']" in capsys.readouterr().err
+
+
+def test_gate_says_when_the_toolchains_differ_and_gates_by_the_policy(good_run, user_dir, tmp_path, capsys):
+    """A baseline under tileiras 13.4 gates a run under 13.5: the toolchain line, then the same verdicts."""
+    assert good_run.returncode == 0
+    data = json.loads((user_dir / "out/good.json").read_text())
+
+    def under(d, version, name):
+        d = json.loads(json.dumps(d))
+        d["meta"]["toolchain"] = dict(d["meta"]["toolchain"], tileiras=version, ptxas=version)
+        (tmp_path / name).write_text(json.dumps(d))
+        return str(tmp_path / name)
+
+    base, cand = under(data, "13.4.92", "base.json"), under(data, "13.5.37", "cand.json")
+    assert cli.main(["gate", cand, "--baseline", base]) == 0
+    out = capsys.readouterr().out
+    assert "toolchain DIFFERS from the baseline's: tileiras 13.4.92 -> 13.5.37; ptxas 13.4.92 -> 13.5.37" in out
+    assert "gate passed" in out
+    assert cli.main(["gate", base, "--baseline", base]) == 0
+    assert "toolchain same as the baseline's: tileiras 13.4.92, ptxas 13.4.92" in capsys.readouterr().out
+    grown = under(_scaled(data, 10.0), "13.5.37", "grown.json")      # worst errors grew 10x under 13.5
+    assert cli.main(["gate", grown, "--baseline", base]) == 6
+    out = capsys.readouterr().out
+    assert "toolchain DIFFERS" in out and "REGRESSION" in out and "gate FAILED" in out
+    failed = json.loads(Path(cand).read_text())
+    failed["summary"]["failures"] = 1
+    (tmp_path / "failed.json").write_text(json.dumps(failed))
+    assert cli.main(["gate", str(tmp_path / "failed.json"), "--baseline", base]) == 1
+    lost = json.loads(Path(cand).read_text())
+    dropped = lost["results"].pop()
+    (tmp_path / "lost.json").write_text(json.dumps(lost))
+    assert cli.main(["gate", str(tmp_path / "lost.json"), "--baseline", base]) == 0
+    assert f"note: in the baseline but not run now: {dropped['impl']} {dropped['prop']}" in capsys.readouterr().out
 
 
 def test_report_summarizes_a_report_file(good_run, user_dir, tmp_path, capsys):

@@ -21,7 +21,7 @@ def test_no_decay_closed_form_spans_row_blocks():
     assert r.passed, r.message("tests/test_closed_forms.py")
 
 
-# Failed on mamba_ssm 2.3.2.post1 on the H200 (reports/2026-12-01-truth-gpu.md) with the closed form's
+# Failed on mamba_ssm 2.3.2.post1 on the H200 (lab/reports/2026-12-01-truth-gpu.md) with the closed form's
 # fixed fp32 bound: one token and one group, so every head's y is dt x (C.B) with C.B cancelling, and
 # Triton's truncated-TF32 operands (matmul "tf32-trunc") land at 0.0105 normwise against 0.005.
 TF32_CANCELLATION = SSDProblem(batch=1, seqlen=1, nheads=6, headdim=32, dstate=16, ngroups=1, chunk_size=16,

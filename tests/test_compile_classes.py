@@ -1,7 +1,7 @@
 """Compile-aware draws (issue 24, lever 1): what a drawn problem costs in compiles, counted on the CPU.
 
 cuTile's JIT compiles one kernel per launch signature (array dtypes, divisibility of shapes and strides,
-constants, hints). scripts/cubin_resources.recorded_launches runs the forward on CPU tensors with its
+constants, hints). lab/scripts/cubin_resources.recorded_launches runs the forward on CPU tensors with its
 launches recorded and derives each signature by the JIT's rule (checked against Nsight Compute's
 symbols in tests/test_cutile_compile.py), so the distinct signatures of a set of draws are the cold
 compiles a GPU run of them needs (a property's derived problems, another chunk size say, add more).
@@ -21,7 +21,7 @@ pytest.importorskip("cuda.tile")
 
 
 def _signatures(problem) -> frozenset:
-    from scripts.cubin_resources import recorded_symbols, unfilled_normals
+    from lab.scripts.cubin_resources import recorded_symbols, unfilled_normals
     with unfilled_normals():
         inputs = problem.inputs("cpu")
     return recorded_symbols(inputs)

@@ -20,7 +20,7 @@ skip with `-m "not compile"`); the enumeration checks are quick and unmarked. Ea
 test, so xdist workers share the matrix (`-n 2`); compiles use the suite's compile cache
 (`--ssd-compile-cache`, `.ssdcheck-cache/cutile`), empty on a clean checkout such as CI's, so a
 unit compiled by another test of the run is not compiled twice. Measured on the 2-core CI machine:
-see kernels/cutile/NOTES.md.
+see lab/NOTES.md.
 """
 from __future__ import annotations
 
@@ -232,12 +232,12 @@ def test_kernel_source_name_is_the_import_name_so_two_checkouts_never_share_it(t
 
 @pytest.mark.compile
 def test_cubin_resources_reads_a_fresh_compile_from_any_directory(tmp_path):
-    """scripts/cubin_resources.py run as a script from elsewhere (its --compile-scan once failed to
+    """lab/scripts/cubin_resources.py run as a script from elsewhere (its --compile-scan once failed to
     import the kernels that way): a spill-free FAST state candidate reports registers and frame 0."""
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "scripts" / "cubin_resources.py"
+    script = Path(__file__).resolve().parent.parent / "lab" / "scripts" / "cubin_resources.py"
     env = dict(os.environ, CUTILE_COMPILE_JOBS="1")
     proc = subprocess.run([sys.executable, str(script), "--compile-sweep", "BL64-BN32-FAST-occ2"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)
@@ -251,7 +251,7 @@ def test_cubin_resources_reads_a_fresh_compile_from_any_directory(tmp_path):
 def _cubin_resources():
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "scripts" / "cubin_resources.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "scripts" / "cubin_resources.py"
     spec = importlib.util.spec_from_file_location("cubin_resources", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -259,13 +259,13 @@ def _cubin_resources():
 
 
 # Nsight Compute's text pages, xz-packed: both scans at 8x2K and 2x32K n64 (2026-11-30, dlat-rows)
-NCU_SCANS = "reports/raw/2026-11-30-dlat-rows/ncu-scan/ncu-details.txt.xz"
+NCU_SCANS = "lab/reports/raw/2026-11-30-dlat-rows/ncu-scan/ncu-details.txt.xz"
 # the state kernels before the scan's FTZ and D changes (2026-11-30, ftz-decays)
-NCU_STATE = "reports/raw/2026-11-30-ftz-decays/sweep-persist-ncu/ncu-details.txt.xz"
+NCU_STATE = "lab/reports/raw/2026-11-30-ftz-decays/sweep-persist-ncu/ncu-details.txt.xz"
 # the table's chunk-64 scan at dstate 64 (FACT=0) and TileGym's, at 8x2K and 2x32K (2026-12-01, peers-suite)
-NCU_SCAN_PLAIN = "reports/raw/2026-12-01-peers-suite/ncu-fact/plain-ncu-details.txt.xz"
+NCU_SCAN_PLAIN = "lab/reports/raw/2026-12-01-peers-suite/ncu-fact/plain-ncu-details.txt.xz"
 # chunk_scan's constants added after that profile, as the table sets them: HB (landed with HB2,
-# reports/2026-12-01-two-heads-per-block.md), 2 on the chunk-64 rows, 1 elsewhere. The modeled
+# lab/reports/2026-12-01-two-heads-per-block.md), 2 on the chunk-64 rows, 1 elsewhere. The modeled
 # symbol ends with them and, without them, is the recorded one (until a new profile).
 SCAN_CONSTANTS_SINCE_PROFILE = "_I2"
 SCAN_CONSTANTS_SINCE_PROFILE_CHUNK128 = "_I1"
@@ -340,12 +340,12 @@ def test_compile_like_reproduces_the_kernel_the_profiler_measured():
 def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_them():
     """compile_matrix compiles each table config once, with no divisibility assumed; on the GPU the JIT
     compiles other specializations (aligned shapes: divisible by 16), which are other machine code. The
-    ones bench.stages' shapes launch at chunk 64 and 128 (8 distinct kernels), as launches() derives them,
+    ones lab.bench.stages' shapes launch at chunk 64 and 128 (8 distinct kernels), as launches() derives them,
     compile here with their hints."""
     import io
 
     from cuda.tile.compilation import export_kernel, mangle_kernel_name
-    from bench.stages import default_shapes
+    from lab.bench.stages import default_shapes
     cr = _cubin_resources()
     units = {}
     for shape in default_shapes():
@@ -367,13 +367,13 @@ def test_the_kernels_the_race_launches_compile_for_sm90_as_the_jit_specializes_t
 @pytest.mark.compile
 def test_the_walk_rows_compile_without_a_stack_frame_where_they_run():
     """chunk_walk keeps a (64, dstate) fp32 state, a 64x64 score tile and y in registers: at the table's
-    occupancy 2 (128 registers) both rows compiled with no frame on the H200 (reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
+    occupancy 2 (128 registers) both rows compiled with no frame on the H200 (lab/reports/2026-12-01-chunk-walk.md; 93-101 KB of shared
     memory, two blocks per SM). A change that makes them spill shows here, in the JIT's specialization
     at the benchmark shapes the rows serve (the table's walk at 8x2K, the segmented walk's pass 3 at
     2x32K), before it costs GPU time. (Loading the next chunk's tiles ahead spilled a 48 B frame at
-    dstate 64 and needed 235 registers at 128; it was slower on the H200, reports/2026-12-04-walk-d-row.md.
+    dstate 64 and needed 235 registers at 128; it was slower on the H200, lab/reports/2026-12-04-walk-d-row.md.
     The dstate-64 rows order a step's products with ORD=1, 84 KB; at dstate 128 ORD=1 spills a 240 B
-    frame and ran 1.6x slower, reports/2026-12-04-walk-order.md, so that row keeps ORD=0.)"""
+    frame and ran 1.6x slower, lab/reports/2026-12-04-walk-order.md, so that row keeps ORD=0.)"""
     from kernels.cutile import dispatch
     cr = _cubin_resources()
     for sid, row in (("b8-l2048-h32-p64-n64-g1", 2), ("b8-l2048-h32-p64-n128-g1", 3), ("b2-l32768-h32-p64-n64-g1", 0)):
@@ -411,9 +411,9 @@ def test_remarks_are_read_per_source_line_from_the_yaml_tileiras_writes():
 
 @pytest.mark.compile
 def test_the_walks_one_load_that_is_not_tma_is_ds_and_it_is_issued_once():
-    """tileiras's remarks (`scripts/cubin_resources.py --remarks`): at the walk's row every load is TMA but
+    """tileiras's remarks (`lab/scripts/cubin_resources.py --remarks`): at the walk's row every load is TMA but
     D's, whose (h, 1) one-element tile fails TMA's 16-byte alignment. Issued in every chunk it became an
-    LDGSTS and cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md); loaded before the
+    LDGSTS and cost the H200 4-9% of the walk (lab/reports/2026-12-04-walk-d-row.md); loaded before the
     chunk loop it is a plain global load. A new load that misses TMA, or D's load back in the loop
     (an LDGSTS again), fails this."""
     import subprocess
@@ -422,7 +422,7 @@ def test_the_walks_one_load_that_is_not_tma_is_ds_and_it_is_issued_once():
     root = Path(__file__).resolve().parent.parent
     src = (root / "kernels" / "cutile" / "kernels.py").read_text().splitlines()
     d_line = 1 + next(i for i, t in enumerate(src) if "dv = dv + ct.load(D, (head, 0), shape=(1, 1))" in t)
-    out = subprocess.run([sys.executable, str(root / "scripts" / "cubin_resources.py"), "--compile-config",
+    out = subprocess.run([sys.executable, str(root / "lab" / "scripts" / "cubin_resources.py"), "--compile-config",
                           "chunk_walk:BN=64,SPLIT=1", "--shape", "b8-l2048-h32-p64-n64-g1@64",
                           "--remarks"], capture_output=True, text=True, timeout=600, cwd=root)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,6 +1,6 @@
 """The cutile implementation on a machine without a GPU: import, declaration, input policy.
 
-What runs the kernels is the property suite on a GPU (scripts/gpu_verify_cutile.sh); here we check
+What runs the kernels is the property suite on a GPU (lab/scripts/gpu_verify_cutile.sh); here we check
 everything that must hold before any launch: `import kernels.cutile` works, INFO declares exactly
 the contract, and every unsupported or malformed argument raises a ValueError naming it.
 """
@@ -153,7 +153,7 @@ def test_dispatch_table_chooses_for_every_supported_problem():
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_the_chunk_64_fast_scan_takes_two_dstate_tiles_up_to_128_and_keeps_bn128_at_256(dtype):
-    """reports/2026-12-03-scan-bn64.md: at dstate 128, BN=64 LAT=2 ties BN=128 LAT=4 on the H200 and
+    """lab/reports/2026-12-03-scan-bn64.md: at dstate 128, BN=64 LAT=2 ties BN=128 LAT=4 on the H200 and
     compiles in half the time; at dstate 256 it lost 3-5%, so that row keeps BN=128."""
     def scan(n, bh):
         return dispatch.choose("chunk_scan", dispatch.Problem(dtype, 64, n, 64, bh, seqlen=192, aligned=True))
@@ -315,7 +315,7 @@ def test_an_override_applies_where_its_token_tile_fits_the_chunk(monkeypatch):
 def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monkeypatch):
     """Host time: one stream lookup per forward, shared by its launches, and the input tensors go to
     the kernels as they are when the batch is not split (slicing costs host time per tensor)."""
-    from bench.host_profile import launches_stubbed   # the forward's CUDA calls, replaced by recorders
+    from lab.bench.host_profile import launches_stubbed   # the forward's CUDA calls, replaced by recorders
     launches, lookups, stream = [], [], object()
     b, l, h, p, n = 2, 128, 4, 64, 64
     x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
@@ -336,10 +336,10 @@ def test_forward_looks_up_the_stream_once_and_passes_a_whole_batch_unsliced(monk
 
 
 def test_forward_passes_a_per_head_D_unexpanded_and_chooses_each_config_once(monkeypatch):
-    """Host time (reports/2026-11-30-ftz-decays.md): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
+    """Host time (lab/reports/2026-11-30-ftz-decays.md): D (h,) reaches the scan as an (h, 1) view of the caller's float32 tensor
     (the kernel broadcasts it; no expand-and-copy, no GPU copy), D (h, p) as it is; the table is consulted
     once per (kernel, problem), while an override still wins on every call."""
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
     launches, chosen = [], []
     b, l, h, p, n = 1, 128, 4, 64, 64
     x, B = torch.randn(b, l, h, p), torch.randn(b, l, 1, n)
@@ -393,7 +393,7 @@ def test_the_walks_product_order_is_named_and_needs_split():
     """chunk_walk's ORD=1 (kernels._walk_step) adds a chunk's own state after its product, as SPLIT=1
     does: ORD=1 without SPLIT=1, or an order the kernel does not have (the orders measured and dropped
     among them), is refused with its name, from the environment's override too. The dstate-64 walk rows take
-    ORD=1; at dstate 128 it spilled on the H200 (reports/2026-12-04-walk-order.md) and those rows keep
+    ORD=1; at dstate 128 it spilled on the H200 (lab/reports/2026-12-04-walk-order.md) and those rows keep
     ORD=0."""
     assert dispatch.parse_configs("chunk_walk:BN=64,SPLIT=1,ORD=1")["chunk_walk"].get("ORD") == 1
     for bad, match in (("chunk_walk:BN=64,ORD=1", "needs SPLIT=1"), ("chunk_walk:BN=64,SPLIT=0,ORD=4", r"expected ORD in \(0, 1\)"),
@@ -412,12 +412,12 @@ def test_config_get_names_the_missing_constant():
 
 
 def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(monkeypatch):
-    """Host time (reports/2026-12-01-dtp-hang.md): a forward whose tensors' shapes, dtypes and devices and whose plain
+    """Host time (lab/reports/2026-12-01-dtp-hang.md): a forward whose tensors' shapes, dtypes and devices and whose plain
     arguments equal an earlier call's that passed every check skips the checks (about 30 of the 40 us
     they cost). A changed dtype, chunk size or flag is checked again; seq_idx (whose values are
     checked) and arguments of unusual types are checked on every call; a failing call is never
     remembered; the memory is bounded."""
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
     from kernels.contract import SSDArgumentError
     from kernels.registry import UnsupportedProblem
     checked, launches = [], []
@@ -459,8 +459,8 @@ def test_argument_checks_are_skipped_only_for_metadata_that_passed_them_before(m
 def test_the_walk_replaces_state_and_scan_only_where_its_row_matches_and_no_chunk_states_are_needed():
     """chunk_walk has no masks and writes no chunk states: it must run exactly for aligned, seq_idx-free
     chunk-64 problems of its rows' dstate and width, and never when varlen_states are asked for (they
-    read the chunk states). Launches recorded with CUDA stubbed (bench.host_profile)."""
-    from bench.host_profile import launches_stubbed
+    read the chunk states). Launches recorded with CUDA stubbed (lab.bench.host_profile)."""
+    from lab.bench.host_profile import launches_stubbed
 
     def kernels_run(b, l, h, n, chunk=64, p=64, **kw):
         names = []
@@ -498,7 +498,7 @@ def test_varlen_states_reuse_the_pass_whose_seq_idx_matches_cu_seqlens_even_afte
     """The state pass whose chunk-entering states give varlen_states numbers token 0's sequence 0 (it holds
     initial_states), so cu_seqlens starting with empty sequences matches the seq_idx a caller passes
     (rows start at 0) and needs no second state pass."""
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
 
     def kernels_run(cu, seq):
         names = []
@@ -523,7 +523,7 @@ def test_coverage_counts_the_rows_that_launched_and_nothing_a_compile_key_chose(
     """KernelInfo.coverage: each forward adds one launch to the rows it ran (cumsum, state, scan and the
     walk's "otherwise" row for a narrow problem; the walk's row for a wide aligned one), and choosing
     rows for a compile key launches nothing."""
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
     from properties.problem import SSDProblem
     monkeypatch.setattr(launcher, "LAUNCHED", {})
     rows = {name.split(":")[0]: name for name in cutile.INFO.coverage()}

@@ -187,3 +187,64 @@ def test_cli_reports(capsys):
     out = capsys.readouterr().out
     assert "tileiras:" in out
     assert rc in (0, 1)
+
+
+# ------------------------------------------------------------------- SSDCHECK_TILEIRAS: another toolchain
+
+def _fake_ptxas(root, version):
+    script = root / "bin" / "ptxas"
+    script.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {version}, V{version}.37'\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.parametrize("layout", ["binary", "bin-folder", "prefix", "pip-target"])
+def test_the_override_names_a_tileiras_in_each_layout(tmp_path, layout):
+    root = _fake_toolkit(tmp_path / "nvidia" / "cu13" if layout == "pip-target" else tmp_path / "tk", "13.5")
+    value = {"binary": root / "bin" / "tileiras", "bin-folder": root / "bin", "prefix": root,
+             "pip-target": tmp_path}[layout]
+    found = tc.find_toolchain({"PATH": "", tc.OVERRIDE_VAR: str(value)})
+    assert (found.tileiras, found.source, found.version) == (str(root / "bin" / "tileiras"), tc.OVERRIDE_VAR, (13, 5))
+    assert tc.diagnose("sm_90", toolchain=found) == []
+
+
+@pytest.mark.parametrize("broken", ["missing", "empty-folder", "not-executable", "not-tileiras"])
+def test_a_broken_override_is_diagnosed_and_never_falls_back(tmp_path, broken):
+    good = _fake_toolkit(tmp_path / "good", "13.4")     # a working tileiras on PATH is not used instead
+    value = tmp_path / "tc"
+    if broken == "empty-folder":
+        value.mkdir()
+    elif broken in ("not-executable", "not-tileiras"):
+        value.write_text("#!/bin/sh\necho hello\n")
+        value.chmod(0o755 if broken == "not-tileiras" else 0o644)
+    env = {"PATH": str(good / "bin"), tc.OVERRIDE_VAR: str(value)}
+    found = tc.find_toolchain(env, use_pip=False)
+    assert found.tileiras is None and found.source == tc.OVERRIDE_VAR
+    (d,) = tc.diagnose("sm_90", toolchain=found)
+    why = {"missing": "no such file or folder", "empty-folder": "no tileiras in it",
+           "not-executable": "not executable", "not-tileiras": "prints no CUDA release"}[broken]
+    assert d.cause == "override-broken" and why in d.explanation and str(value) in d.explanation
+
+
+def test_install_override_makes_cutile_compile_with_that_tileiras(tmp_path, monkeypatch):
+    _compile = pytest.importorskip("cuda.tile._compile")
+    root = _fake_toolkit(tmp_path / "tk", "13.5")
+    monkeypatch.setattr(_compile, "_find_compiler_bin", _compile._find_compiler_bin)   # restored after the test
+    assert tc.install_override({"PATH": "", tc.OVERRIDE_VAR: str(root)}) == str(root / "bin" / "tileiras")
+    chosen = _compile._find_compiler_bin()
+    assert chosen.path == str(root / "bin" / "tileiras") and chosen.pass_cuda_home_var is False
+    assert tc.install_override({"PATH": "", tc.OVERRIDE_VAR: str(tmp_path / "nope")}) is None
+    with pytest.raises(tc.ToolchainError, match=r"\[override-broken\] SSDCHECK_TILEIRAS=.*nope: no such file"):
+        _compile._find_compiler_bin()
+    monkeypatch.setattr(_compile, "_find_compiler_bin", lambda: "untouched")
+    assert tc.install_override({"PATH": ""}) is None and _compile._find_compiler_bin() == "untouched"
+
+
+def test_identity_reads_the_chosen_tileiras_and_the_ptxas_beside_it(tmp_path):
+    root = _fake_toolkit(tmp_path / "tk", "13.5")
+    _fake_ptxas(root, "13.5")
+    ident = tc.identity({"PATH": "", tc.OVERRIDE_VAR: str(root)})
+    assert (ident["tileiras"], ident["ptxas"], ident["tileiras_source"]) == ("13.5.77", "13.5.37", tc.OVERRIDE_VAR)
+    assert ident["ptxas_path"] == str(root / "bin" / "ptxas")
+    assert set(tc.IDENTITY_FIELDS) <= set(ident)
+    assert tc.identity({"PATH": "", tc.OVERRIDE_VAR: str(tmp_path / "nope")})["tileiras"] is None
+    assert tc.full_version("Cuda compilation tools, release 13.4, V13.4.92") == "13.4.92"

@@ -80,7 +80,7 @@ def test_resume_skips_the_runs_already_recorded(tmp_path):
 # ---------------------------------------------------------------- caches
 
 def _fake_execute(calls, argv=None, fill_status="survived"):
-    """Stands in for mutation.run.execute: records each run's cache folder and what was in it (and in
+    """Stands in for mutation.engine.execute: records each run's cache folder and what was in it (and in
     `argv`, each run's extra arguments and environment), writes a file there (the compiles a run
     leaves), and kills every mutant; an unmutated run ends with `fill_status` when it runs under xdist."""
     from mutation.run import Outcome
@@ -107,7 +107,7 @@ def _fake_execute(calls, argv=None, fill_status="survived"):
 def test_each_cache_mode_starts_its_runs_from_what_it_says(cache, tmp_path, monkeypatch):
     """empty: an empty cache per run; cold: a copy of the unmutated run's cache; warm: cold, then each
     run again from the cache its own cold run left. Records are labelled by the run's cache."""
-    import mutation.run as runner
+    import mutation.engine as runner
     calls = []
     monkeypatch.setattr(runner, "execute", _fake_execute(calls))
     catalog = load_catalog("torch_ref")
@@ -134,7 +134,7 @@ def test_the_fill_runs_under_xdist_and_catalogs_of_one_implementation_share_it(t
     """The fill is cache preparation: the command under xdist (--fill-jobs workers, no per-worker counts),
     made once per (implementation, command, tree) in --fill-cache and copied by every later catalog's
     runs; the unmutated baseline still runs the command as is."""
-    import mutation.run as runner
+    import mutation.engine as runner
     calls, argv = [], []
     monkeypatch.setattr(runner, "execute", _fake_execute(calls, argv))
     catalog = load_catalog("torch_ref")
@@ -163,7 +163,7 @@ def test_the_fill_runs_under_xdist_and_catalogs_of_one_implementation_share_it(t
 def test_fill_only_makes_the_shared_fill_and_runs_nothing_else(tmp_path, monkeypatch):
     """gpu_ttf.sh fills every implementation first, so no fill compiles beside the timed runs; a
     catalog run after it copies that fill and runs no fill of its own."""
-    import mutation.run as runner
+    import mutation.engine as runner
     calls = []
     monkeypatch.setattr(runner, "execute", _fake_execute(calls))
     catalog = load_catalog("torch_ref")
@@ -185,7 +185,7 @@ def test_fill_only_refuses_the_empty_cache(capsys):
 
 
 def test_a_fill_that_failed_is_not_reused(tmp_path, monkeypatch):
-    import mutation.run as runner
+    import mutation.engine as runner
     calls = []
     monkeypatch.setattr(runner, "execute", _fake_execute(calls, fill_status="killed"))
     catalog = load_catalog("torch_ref")

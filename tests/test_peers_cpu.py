@@ -201,7 +201,7 @@ def test_mamba_ssm_missing_source_is_a_clear_error(clean_mamba_modules, tmp_path
 def test_gpu_run_summary_names_each_outcome_and_the_repro():
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "scripts" / "summarize_pytest.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "scripts" / "summarize_pytest.py"
     spec = importlib.util.spec_from_file_location("summarize_pytest", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -227,7 +227,7 @@ def test_gpu_run_summary_names_each_outcome_and_the_repro():
     assert fail["detail"] == "AssertionError: out not within budget: tilegym bfloat16 cs64"
     assert "--ssd-problem" in fail["repro"]
     assert rows[1]["detail"] == "mamba-ssm needs a CUDA GPU"
-    hung = rows[2]     # a test that never ends (TileGym's run in reports/2026-12-01-peers-suite.md): how long it ran, not 0 s
+    hung = rows[2]     # a test that never ends (TileGym's run in lab/reports/2026-12-01-peers-suite.md): how long it ran, not 0 s
     assert hung["duration"] == pytest.approx(512.0) and "512 s after it started" in hung["detail"]
     assert "INTERRUPTED" in render(rows, counts)
 

@@ -26,7 +26,7 @@ CASES = [
     ("prop_seq_idx_packing", "reset exactly at a chunk edge",
      SSDProblem(batch=1, seqlen=97, nheads=2, headdim=8, dstate=16, ngroups=1, chunk_size=32, dtype="float32",
                 decay=3.0, initial_states=True, seq_starts=(64, 65), varlen=True, seed=11)),
-    # Found on the H200 (reports/2026-11-30-cutile-gate.md): varlen state 0 held initial_states at chunk
+    # Found on the H200 (lab/reports/2026-11-30-cutile-gate.md): varlen state 0 held initial_states at chunk
     # 64 (sequence 0 ends past the first chunk) but not at chunk 128, mamba_ssm 2.3.2.post1's bug, once
     # copied into the oracles and torch-ref (docs/findings/mamba-ssm-varlen-state0.md). Varlen state 0
     # starts from initial_states at every chunk size: these three fail on an implementation without them.
@@ -45,7 +45,7 @@ CASES = [
     ("prop_seq_idx_packing", "varlen state 0 ends on chunk 0's last token and equals a separate run",
      SSDProblem(batch=1, seqlen=100, nheads=2, headdim=8, dstate=16, ngroups=1, chunk_size=32, dtype="float32",
                 decay=0.3, initial_states=True, seq_starts=(32,), varlen=True, seed=3)),
-    # Found on the H200 with mamba_ssm (reports/2026-11-30-peers-suite.md, finding 1): Triton's TF32 cuts
+    # Found on the H200 with mamba_ssm (lab/reports/2026-11-30-peers-suite.md, finding 1): Triton's TF32 cuts
     # fp32 operands, and at seqlen 1 y = dt (C.B) x with a cancelling C.B puts a correct TF32 result past
     # the fixed normwise bound; the yardstick must model the truncation and set the bound (suite false
     # positives, not kernel bugs). The third: the truncation's error adds up over a long sequence.
@@ -63,7 +63,7 @@ CASES = [
     ("prop_matches_oracle", "strong decay with initial states and a partial last chunk",
      SSDProblem(batch=2, seqlen=65, nheads=2, headdim=16, dstate=8, ngroups=2, chunk_size=32, dtype="bfloat16",
                 decay=100.0, initial_states=True, D="hp", z=True, seed=5)),
-    # Found on the H200 gate with cutile (reports/2026-12-04-bf16-first-battery.md), and torch-ref fails it
+    # Found on the H200 gate with cutile (lab/reports/2026-12-04-bf16-first-battery.md), and torch-ref fails it
     # the same way: at one bfloat16 element a f(u) + b f(v) = 38.75 - 38.81 = -0.06, and the mixed run's
     # correctly rounded -0.56 missed that by 0.5 against a bound of 0.46 taken at |-0.06|. The bound is
     # now taken at the terms' magnitude (a suite false positive, not a kernel bug).
@@ -71,7 +71,7 @@ CASES = [
      SSDProblem(batch=1, seqlen=129, nheads=6, headdim=128, dstate=256, ngroups=2, chunk_size=64, dtype="bfloat16",
                 decay=1.0, decay_decades=0.0, dt_mu=-4.0, dt_softplus=True, dt_bias=True, dt_limit=(0.0, 0.1),
                 dt_dtype="input", D="hp", z=True, initial_states=True, final_states=True, seq_starts=(1,), seed=30)),
-    # Found filling pristine vLLM 0.33 (bfloat16, first config forced; reports/2026-12-06-production-modes.md):
+    # Found filling pristine vLLM 0.33 (bfloat16, first config forced; lab/reports/2026-12-06-production-modes.md):
     # 1 element of 3,520,512 over atol*rms + rtol*|ref|, where y = -2.73 is the sum of terms of 1.9e4 (a
     # 7000-fold cancellation) and vLLM's correct bf16 error was 1.03 of the rule; the yardstick's own worst
     # use of the rule there is 0.40. The rule is now widened by k x that use (a suite false positive).

@@ -157,6 +157,49 @@ def test_junit_carries_property_names_and_worst_share(report_run):
     assert "ssd_worst_share.y" in seen["test_matches_oracle[torch-ref]"]
 
 
+def test_report_and_junit_record_the_toolchain(report_run, tmp_path, capsys):
+    """tileiras, ptxas, cuda-tile, torch and Triton are part of the run's identity: JSON, JUnit, markdown."""
+    from kernels.cutile.toolchain import identity
+    from ssdcheck.summary import summarize
+    d, _ = report_run
+    m = _strict_json(d / "r.json")["meta"]
+    here = identity()
+    for k in gate.TOOLCHAIN_FIELDS:
+        assert k in m["toolchain"] and m["toolchain"][k] == here[k], k
+    assert m["toolchain"]["tileiras_source"] == here["tileiras_source"] and "tileiras_path" in m["toolchain"]
+    assert {k: m["versions"][k] for k in ("tileiras", "ptxas", "triton")} == {
+        k: here[k] for k in ("tileiras", "ptxas", "triton")}
+    suite = ET.parse(d / "j.xml").getroot().find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties").iter("property")}
+    assert {f"ssd_toolchain_{k}" for k in gate.TOOLCHAIN_FIELDS} <= set(props)
+    assert props["ssd_toolchain_tileiras"] == str(here["tileiras"]) and props["ssd_toolchain_torch"] == torch.__version__
+    summarize(str(d / "r.json"))
+    assert f"- toolchain: tileiras {here['tileiras']} ({here['tileiras_source']}: " in capsys.readouterr().out
+
+
+def test_toolchain_changes_name_each_field_that_differs():
+    old = {"toolchain": {"tileiras": "13.4.92", "ptxas": "13.4.92", "cuda_tile": "1.7.0", "torch": "2.9", "triton": None}}
+    new = {"toolchain": dict(old["toolchain"], tileiras="13.5.37", ptxas="13.5.37")}
+    assert gate.toolchain_changes(new, old) == ["tileiras 13.4.92 -> 13.5.37", "ptxas 13.4.92 -> 13.5.37"]
+    assert gate.toolchain_changes(old, old) == []
+    assert gate.toolchain_line(new, old).startswith("toolchain DIFFERS from the baseline's: tileiras 13.4.92 -> 13.5.37")
+    assert gate.toolchain_line(old, old).startswith("toolchain same as the baseline's: tileiras 13.4.92")
+    legacy = {"versions": {"torch": "2.9", "cuda_tile": "1.7.0"}}     # a report from before meta.toolchain
+    assert gate.toolchain_changes(old, legacy) == ["tileiras None -> 13.4.92", "ptxas None -> 13.4.92"]
+
+
+def test_in_run_gate_prints_the_toolchain_line(tmp_path):
+    base = json.loads(_fake_baseline(tmp_path / "base.json", 10.0).read_text())
+    base["meta"] = {"toolchain": {"tileiras": "0.0.1", "ptxas": "0.0.1"}}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    proc = run_pytest(f"{TESTS}::test_causality", "--impl", "torch-ref", "--ssd-baseline", str(tmp_path / "base.json"),
+                      "--ssd-report", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "toolchain DIFFERS from the baseline's: tileiras 0.0.1 -> " in proc.stdout
+    g = _strict_json(tmp_path / "r.json")["gate"]
+    assert g["toolchain_changes"][0].startswith("tileiras 0.0.1 -> ") and g["passed"] is True
+
+
 # ---------------------------------------------------------------------------------------- the gate
 
 def _fake_baseline(path: Path, value: float) -> Path:
@@ -505,7 +548,7 @@ def test_a_hung_example_is_reported_while_it_hangs(tmp_path):
 
 def test_an_example_hung_while_holding_the_gil_still_leaves_its_stack(tmp_path):
     """The stall report is a Python thread: an example stuck in a C call that holds the GIL (on the H200,
-    reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
+    lab/reports/2026-12-01-dtp-hang.md: the DTP kernel hung the H200 behind a synchronous copy) starves it, and the killed run left no
     trace. The faulthandler timer needs no GIL: 2 s into the 5 s GIL-holding sleep it writes the test's
     header and every thread's stack to <report>.hang-main.txt, and the end of the run names the file."""
     env = {**_env(), "SSDCHECK_TEST_HANG_S": "5"}
@@ -691,9 +734,9 @@ def test_gate_matches_a_single_revision_with_a_single_baseline_implementation():
 
 
 def test_jsonl_log_under_xdist_has_each_report_once(tmp_path):
-    """scripts/pytest_jsonl.py (the GPU scripts' progress log): the controller writes, workers do not."""
+    """lab/scripts/pytest_jsonl.py (the GPU scripts' progress log): the controller writes, workers do not."""
     log = tmp_path / "r.jsonl"
-    proc = run_pytest("tests/test_property_domains.py", "-n", "2", "-p", "scripts.pytest_jsonl", f"--jsonl={log}")
+    proc = run_pytest("tests/test_property_domains.py", "-n", "2", "-p", "lab.scripts.pytest_jsonl", f"--jsonl={log}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [json.loads(s) for s in log.read_text().splitlines()]
     calls = [r["nodeid"] for r in calls if r["event"] == "report" and r["when"] == "call"]
@@ -723,12 +766,12 @@ def test_timing_phases_add_up_and_reset():
 
 
 def test_summary_flags_features_the_run_barely_reached(tmp_path):
-    """The FACT gate (reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
+    """The FACT gate (lab/reports/2026-12-01-fact-scan.md) drew whole chunks without seq_idx in 6.8% of its
     examples (the FAST paths' domain), and two mutants there survived: the summary says so next to the
     tallies."""
     import lzma
     root = Path(__file__).resolve().parent.parent
-    packed = root / "reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
+    packed = root / "lab/reports/raw/2026-12-01-fact-scan/gate/gate/report.json.xz"
     report = tmp_path / "report.json"
     report.write_bytes(lzma.decompress(packed.read_bytes()))
     out = subprocess.run([sys.executable, "scripts/summarize_report.py", str(report)], cwd=root,

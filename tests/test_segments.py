@@ -2,7 +2,7 @@
 each segment), on the CPU: the three-pass decomposition in float64 against the sequential scan, the
 launcher's plumbing (segment views, arguments, grids) with its kernels emulated, and where the dispatch
 table and the force switch send a problem. The kernels themselves run on a GPU only
-(scripts/gpu_segments.sh); they compile on the CPU through kernels/cutile/compile_matrix.py.
+(lab/scripts/gpu_segments.sh); they compile on the CPU through kernels/cutile/compile_matrix.py.
 """
 from __future__ import annotations
 
@@ -172,8 +172,8 @@ EMULATED = {"chunk_cumsum_kernel": _chunk_cumsum, "segment_state_kernel": _segme
 
 def _forward(kw, segments, **extra):
     """cutile.ssd_forward on CPU tensors with SSDCHECK_CUTILE_SEGMENTS=segments and its kernels emulated
-    (bench.host_profile.launches_stubbed) -> (result, kernel names launched)."""
-    from bench.host_profile import launches_stubbed
+    (lab.bench.host_profile.launches_stubbed) -> (result, kernel names launched)."""
+    from lab.bench.host_profile import launches_stubbed
     from kernels import cutile
     names = []
 
@@ -251,7 +251,7 @@ def test_forced_segments_leave_every_problem_the_passes_cannot_serve_to_the_othe
     wide, _ = _problem(l=256, n=256, dtype=torch.float32)
     assert _forward(wide, 4)[1] == two
     from kernels import cutile
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
     names = []
     saved, launcher._SEGMENTS = launcher._SEGMENTS, 4
     try:
@@ -304,9 +304,9 @@ def test_the_table_segments_where_it_was_measured_to_pay_and_the_switch_what_the
 
 
 def test_every_smoke_problem_is_segmented_at_each_forced_count():
-    """scripts/smoke_segments.py fails a problem the path does not take; on an H200 its float32 problem
+    """lab/scripts/smoke_segments.py fails a problem the path does not take; on an H200 its float32 problem
     of 5 chunks (seqlen 320) did exactly that: no power of two above 1 divides 5."""
-    from scripts.smoke_segments import PROBLEMS
+    from lab.scripts.smoke_segments import PROBLEMS
     for b, l, h, _g, p, n, dtype, *_ in PROBLEMS:
         for force in (2, 4):
             assert _plan(b, l, h, n, p=p, force=force, dtype=dtype) == force, (b, l, h, p, n, dtype, force)
@@ -355,7 +355,7 @@ def test_the_segmented_rows_are_counted_as_reached_only_where_they_decided_what_
     segment_state's segmented row, segment_pass and the walk's segment row; a problem that is not
     segmented counts the "no segments" row; a forced plan counts no segment_state row. (The segmented
     row once went uncounted where it ran: the H200 gate called it not reached.)"""
-    from bench.host_profile import launches_stubbed
+    from lab.bench.host_profile import launches_stubbed
     from kernels import cutile
 
     def counts(b, l, h, segments=None):

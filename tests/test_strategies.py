@@ -61,7 +61,7 @@ def _cutile_rows(p) -> list[tuple[str, int]]:
 def test_gpu_draws_reach_every_row_of_cutiles_dispatch_table():
     """Each row of the table runs other constants (tiles, latency hints, SWAP, head pairs): a row the
     GPU draws reach in under 1% of one regime's examples is one a 200-example gate hardly tests (measured
-    on the CPU, reports/2026-12-01-two-heads-per-block.md: the chunk_state rows for >= 264 blocks, which the benchmark's shapes run, were at 0-0.2%)."""
+    on the CPU, lab/reports/2026-12-01-two-heads-per-block.md: the chunk_state rows for >= 264 blocks, which the benchmark's shapes run, were at 0-0.2%)."""
     from collections import Counter
     from kernels.cutile import dispatch
     info = lookup("cutile")

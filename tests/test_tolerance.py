@@ -1,6 +1,6 @@
 """The comparison rule against the float64 oracle, and the TF32 precision models behind its budget.
 
-The two problems below failed for mamba_ssm in fp32 on the H200 (reports/2026-11-30-peers-suite.md,
+The two problems below failed for mamba_ssm in fp32 on the H200 (lab/reports/2026-11-30-peers-suite.md,
 finding 1). The truncating-TF32 yardstick reproduces the kernel's measured errors to four digits on the
 CPU, so the tests pin what was concluded there: the error comes from TF32 truncation and an
 ill-conditioned C.B, the suite must pass such a kernel, and it must still fail a kernel that is wrong.
@@ -176,7 +176,7 @@ def _layer_like(n=4096, seed=0):
 ])
 def test_elementwise_rule_never_demands_less_than_k_times_the_yardsticks_use_of_it(yard_at_7, impl_at_7, passes):
     """The false alarm on pristine vLLM (one bfloat16 element of 3.5M at 103% of the rule, where the
-    yardstick reached 40% of it on another element of the same kind: reports/2026-12-06-production-modes.md)
+    yardstick reached 40% of it on another element of the same kind: lab/reports/2026-12-06-production-modes.md)
     in miniature: the elementwise bound widens to k x the yardstick's largest use of it, as the normwise
     bound widens to k x the yardstick's normwise error."""
     ref = _layer_like()

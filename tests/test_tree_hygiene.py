@@ -132,8 +132,8 @@ def test_the_tracked_tree_names_nothing_of_how_it_was_built():
     assert not found, f"{len(found)} words of the build process in the tree:\n" + "\n".join(found[:80])
 
 
-TREE_BUDGET = 3_600_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
-                          # carries the tree and the bundle (61.4 MB) within 64 MiB, so 3.6 MB leaves 2.1 MB
+TREE_BUDGET = 3_800_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
+                          # carries the tree and the bundle (61.4 MB) within 64 MiB, so 3.8 MB leaves 1.9 MB
 
 
 def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str | None:
@@ -145,7 +145,7 @@ def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str 
         return None
     biggest = "\n".join(f"  {size:>9,} {rel}" for size, rel in reversed(sizes[-10:]))
     return (f"the tracked tree is {total:,} bytes, over its budget of {budget:,} (pack raw data with "
-            f"xz -9e, drop what a committed script regenerates and no report cites; reports/raw/README.md); "
+            f"xz -9e, drop what a committed script regenerates and no report cites; lab/reports/raw/README.md); "
             f"the biggest files:\n{biggest}")
 
 

@@ -144,8 +144,8 @@ def test_each_walk_row_has_a_16_bit_model_layer_twin():
     """Every chunk-walk row the model-layer batteries reach is reached by a 16-bit one, whose kernels
     compile several times faster than float32's: with both 16-bit twins at dstate 128, the ORD=1 row
     (dstate 64) had only float32's, and its three mutants took 26-37 s to die on the H200 (each alone,
-    from an empty cache: reports/2026-12-04-walk-order.md); at bfloat16's twin, 11-12 s from a cold
-    fill (reports/2026-12-04-battery-walk-twins.md)."""
+    from an empty cache: lab/reports/2026-12-04-walk-order.md); at bfloat16's twin, 11-12 s from a cold
+    fill (lab/reports/2026-12-04-battery-walk-twins.md)."""
     from kernels.cutile import dispatch, launcher
     info = lookup("cutile")
     reached: dict[int, set[str]] = {}
@@ -177,7 +177,7 @@ def test_the_first_battery_problem_runs_the_tile_loops():
     """The first example of every test has the large inner dimensions, so a bug in a tile loop over
     dstate or headdim (the state or D read for tile 0 whatever the tile: cu_scan_state_ktile_fixed,
     cu_scan_D_ptile_fixed) dies there. At headdim 64 and dstate 128 both outlived a 60 s fuzz run on
-    the H200 (reports/2026-12-02-ttf-waves.md); that problem fails the check."""
+    the H200 (lab/reports/2026-12-02-ttf-waves.md); that problem fails the check."""
     first = triage.battery(lookup("cutile"), gpu=True)[0]
     check_tile_loops(first)
     with pytest.raises(AssertionError, match="one dstate or headdim tile"):
@@ -236,7 +236,7 @@ def test_the_model_layer_battery_runs_the_fast_scans_head_pairs():
     an even head count per group. The plain battery keeps odd counts (3 per group, so a pairing across
     groups, fl_pairs_across_groups, dies at its second example); the model-layer twin at dstate 256 has
     an even count. With 18 heads (9 per group) it had none, and fp_cs_of_first waited 66 s for a draw
-    on the H200 (reports/2026-12-03-scan-bn64.md)."""
+    on the H200 (lab/reports/2026-12-03-scan-bn64.md)."""
     info = lookup("cutile")
     plain = triage.battery(info, True)
     assert not any(map(_head_pairs, plain))

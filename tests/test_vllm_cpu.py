@@ -132,7 +132,7 @@ def _fake_vllm_varlen(x, dt, A, B, C, chunk_size, cu_seqlens, cu_chunk_seqlens, 
     """vLLM's entry point's contract in float64: each packed sequence alone from its own initial state,
     y into `out`, one state per sequence. It also checks the chunk metadata it is handed, and that
     initial states come in the state dtype (vLLM's chunk scan compiles no other: on an H100,
-    scripts/repro_vllm_state_dtype.py, docs/findings/vllm-initial-states-dtype.md)."""
+    lab/scripts/repro_vllm_state_dtype.py, docs/findings/vllm-initial-states-dtype.md)."""
     if initial_states is not None and initial_states.dtype != (state_dtype or C.dtype):
         raise RuntimeError(f"CompilationError: at 91:4: initial_states {initial_states.dtype}, "
                            f"chunk states {state_dtype or C.dtype}")
@@ -486,8 +486,8 @@ def test_an_fp32_run_within_the_declared_exp_error_passes_and_one_past_it_fails(
 # -- the race: vLLM's timed call and its recorded autotune picks -----------------------------------
 
 def test_the_race_times_vllm_through_prepared_calls(monkeypatch):
-    from bench import race
-    from bench.shapes import GROUPS
+    from lab.bench import race
+    from lab.bench.shapes import GROUPS
     made = []
     monkeypatch.setattr(adapter, "prepared", lambda **kw: made.append(kw["chunk_size"]) or (lambda: "ran"))
     runner = race.Runner(GROUPS["vsmoke"], ("vllm",), "/dev/null", budget_s=1, device="cpu")
@@ -498,14 +498,14 @@ def test_the_race_times_vllm_through_prepared_calls(monkeypatch):
 
 
 def test_the_race_refuses_first_config_vllm(monkeypatch, capsys):
-    from bench import race
+    from lab.bench import race
     monkeypatch.setenv("VLLM_TRITON_FORCE_FIRST_CONFIG", "1")
     assert race.main(["--group", "vsmoke", "--out", "/tmp/unused"]) == 2
     assert "VLLM_TRITON_FORCE_FIRST_CONFIG is set" in capsys.readouterr().err
 
 
 def test_vllm_groups_cover_the_grid_and_fit_a_command():
-    from bench.shapes import GROUPS, ORDER, grid
+    from lab.bench.shapes import GROUPS, ORDER, grid
     vgroups = [GROUPS[n] for n in ORDER if n.startswith("v") and n != "vsmoke"]
     assert {s for g in vgroups for s in g.shapes} == set(grid())
     assert all("vllm" in g.impls and "mamba-ssm" in g.impls and g.est_min <= 9.5 for g in vgroups)
@@ -515,7 +515,7 @@ def test_vllm_groups_cover_the_grid_and_fit_a_command():
 
 def test_recorded_vllm_picks_round_trip(tmp_path, monkeypatch):
     """save() writes launch_autotuned's cache; install() fills an empty one so the keys never retune."""
-    from bench import vllm_tuning
+    from lab.bench import vllm_tuning
 
     class Picked:                                   # a Triton config as launch_autotuned keeps it
         pre_hook = None
@@ -642,9 +642,9 @@ def test_the_stand_ins_answer_every_import_of_the_kernel_modules(fragment, monke
 
 
 def test_recorded_vllm_picks_are_written_one_per_line_and_read_back_unchanged():
-    """bench.vllm_tuning.dumps: valid JSON that loads back to the same schema and entries, one entry per
+    """lab.bench.vllm_tuning.dumps: valid JSON that loads back to the same schema and entries, one entry per
     line (the tracked file stays small and a new pick is a one-line diff)."""
-    from bench import vllm_tuning
+    from lab.bench import vllm_tuning
     entries = [{"kernel": "_bmm_chunk_fwd_kernel", "key": [64, 128, True, {"dtype": "bfloat16"}, None],
                 "config": {"BLOCK_SIZE_M": 64, "num_warps": 4}, "device": "NVIDIA H200", "triton": "3.6.0",
                 "vllm": "0.33.0", "tuned": "2026-12-03T07:40:03+00:00"}] * 3

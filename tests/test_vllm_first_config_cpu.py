@@ -1,6 +1,6 @@
 """vLLM's first-config mode on the CPU: its own force_first_config.py and launch_autotuned, compiled from
 the published tarball, driving a stand-in for Triton's Autotuner (docs/findings/vllm-first-config-dtype.md);
-and scripts/gpu_vllm.sh's runs, with stand-ins for python3 and scripts/gpu_peers.sh.
+and lab/scripts/gpu_vllm.sh's runs, with stand-ins for python3 and lab/scripts/gpu_peers.sh.
 
 The stand-in kernel has the first two configs of `_bmm_chunk_fwd_kernel` (ssd_bmm.py l.17-26) and
 refuses config 0 in fp32 as the H200 did: OutOfResources, 294912 bytes of shared memory = 3 stages x
@@ -172,7 +172,7 @@ def test_a_cached_pick_leaves_launch_autotuned_another_keys_config(process):
 
 def test_first_config_runs_take_one_input_dtype_per_process():
     """The suite's fix: vLLM's knob is right for a process that serves one dtype, so a first-config run
-    puts each input dtype under test in its own processes (scripts/gpu_vllm.sh, MODE=first)."""
+    puts each input dtype under test in its own processes (lab/scripts/gpu_vllm.sh, MODE=first)."""
     for dtype in adapter.INFO.dtypes:
         spec = f"kernels.peers.vllm:BY_DTYPE.{dtype}"
         info = lookup(spec)
@@ -182,7 +182,7 @@ def test_first_config_runs_take_one_input_dtype_per_process():
         assert lookup(info.name) == info                  # the name re-runs a failure's repro command
 
 
-# -- scripts/gpu_vllm.sh's orchestration, with stand-ins for python3 and scripts/gpu_peers.sh ------
+# -- lab/scripts/gpu_vllm.sh's orchestration, with stand-ins for python3 and lab/scripts/gpu_peers.sh ------
 
 FAKE_PEERS = """#!/usr/bin/env bash
 # records what gpu_vllm.sh asked of it, and when
@@ -197,16 +197,16 @@ echo '{}' > "$DEST/peers/report.json"
 def _gpu_vllm(tmp_path, mode, python_rc=0, **knobs):
     root = Path(__file__).resolve().parents[1]
     repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
-    (repo / "scripts").mkdir(parents=True)
+    (repo / "lab" / "scripts").mkdir(parents=True)
     bin_dir.mkdir()
     for name in ("gpu_vllm.sh", "_args.sh"):
-        shutil.copy(root / "scripts" / name, repo / "scripts" / name)
-    (repo / "scripts" / "gpu_peers.sh").write_text(FAKE_PEERS)
-    (repo / "scripts" / "gpu_peers.sh").chmod(0o755)
+        shutil.copy(root / "lab" / "scripts" / name, repo / "lab" / "scripts" / name)
+    (repo / "lab" / "scripts" / "gpu_peers.sh").write_text(FAKE_PEERS)
+    (repo / "lab" / "scripts" / "gpu_peers.sh").chmod(0o755)
     (bin_dir / "python3").write_text(f"#!/usr/bin/env bash\necho \"python3 $*\"; exit {python_rc}\n")
     (bin_dir / "python3").chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "SSDCHECK_GPU_SITE": "/tmp/site", "MODE": mode, **knobs}
-    proc = subprocess.run(["bash", str(repo / "scripts" / "gpu_vllm.sh"), "--out", str(tmp_path / "out")],
+    proc = subprocess.run(["bash", str(repo / "lab" / "scripts" / "gpu_vllm.sh"), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     return proc, tmp_path / "out"
 
@@ -236,7 +236,7 @@ def test_gpu_vllm_shipped_tunes_the_battery_first_and_shares_the_picks(tmp_path)
     total = int(env.pop("TOTAL_S"))
     assert env == {"IMPLS": "vllm", "PART": "tests", "TRITON_CACHE_AUTOTUNING": "1"}, env
     assert 470 <= total <= 480                                       # the tuning's time comes off the budget
-    assert (out / "autotune-prime.txt").read_text() == "python3 scripts/gpu_vllm_prime.py\n"
+    assert (out / "autotune-prime.txt").read_text() == "python3 lab/scripts/gpu_vllm_prime.py\n"
 
 
 def test_gpu_vllm_halves_split_the_property_tests_and_each_test_falls_in_exactly_one(tmp_path):

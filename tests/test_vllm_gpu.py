@@ -1,6 +1,6 @@
 """The vllm adapter on a GPU host: the timed call is the adapter's call, vLLM's first-config mode is
 its own force_first_config.py, and the sm90 guard answers from the device. The property suite itself
-runs with `pytest tests/test_properties.py --impl vllm` (scripts/gpu_vllm.sh)."""
+runs with `pytest tests/test_properties.py --impl vllm` (lab/scripts/gpu_vllm.sh)."""
 from __future__ import annotations
 
 import os
@@ -75,7 +75,7 @@ def _first_config_calls_in_child(dtypes) -> list[str]:
 
 def test_first_config_fp32_alone_runs(vllm):
     """fp32 alone: config 0 of _bmm_chunk_fwd_kernel does not fit the shared memory, the knob takes
-    the next one (what each first-config process of scripts/gpu_vllm.sh sees)."""
+    the next one (what each first-config process of lab/scripts/gpu_vllm.sh sees)."""
     assert _first_config_calls_in_child(["float32", "float32"]) == ["ok", "ok"]
 
 

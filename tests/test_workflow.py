@@ -1,5 +1,6 @@
-"""The committed workflow (.github/workflows/ssdcheck.yml) only runs commands that exist here, and
-docs/jobs.md shows that file, not a variant.
+"""The committed workflow (.github/workflows/ssdcheck.yml) and the action it uses and a kernel team
+copies (.github/actions/ssdcheck/action.yml) only run commands that exist here, and docs/jobs.md
+shows the workflow file, not a variant.
 
 Every `run:` step is split into shell commands; each must be an `ssdcheck` subcommand whose options
 its parser accepts (`ssdcheck test`'s other options: ones pytest with ssdcheck's plugin defines), a
@@ -21,6 +22,7 @@ from ssdcheck import cli, mutants, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "ssdcheck.yml"
+ACTION = ROOT / ".github" / "actions" / "ssdcheck" / "action.yml"
 SHELL_TOOLS = {"mkdir", "cp", "echo", "test", "[", "cat", "tee"}
 SHELL_WORDS = {"if", "then", "else", "elif", "fi", "do", "done", "!"}
 
@@ -37,12 +39,16 @@ def pytest_options(pytestconfig) -> set[str]:
 
 def run_steps(workflow: dict) -> list[tuple[str, str]]:
     """(job: step, script) of every run step, with the job's and step's env variables filled in (an
-    option's value must parse: --minutes "$FUZZ_MINUTES")."""
+    option's value must parse: --minutes "$FUZZ_MINUTES"). A composite action's steps count as one job."""
     out = []
-    for job, spec in workflow["jobs"].items():
+    jobs = workflow["jobs"] if "jobs" in workflow else {"action": workflow["runs"]}
+    defaults = {k: str(v.get("default", "")) for k, v in (workflow.get("inputs") or {}).items() if "default" in v}
+    for job, spec in jobs.items():
         for step in spec["steps"]:
             if "run" in step:
                 env = {**workflow.get("env", {}), **spec.get("env", {}), **step.get("env", {})}
+                env = {k: re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: defaults.get(m.group(1), m.group(0)),
+                                 str(v)) for k, v in env.items()}
                 script = re.sub(r"\$\{?(\w+)\}?", lambda m: str(env.get(m.group(1), m.group(0))), step["run"])
                 out.append((f"{job}: {step.get('name', step['run'].splitlines()[0])}", script))
     return out
@@ -130,7 +136,7 @@ def check_command(words: list[str], pytest_options: set[str]) -> list[str]:
         return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
     if prog in ("bash", "sh"):
         return [] if args and (ROOT / args[0]).is_file() else [f"no script {args[:1]} in the repository"]
-    if prog.startswith(("scripts/", "./scripts/")):
+    if prog.startswith(("scripts/", "./scripts/", "lab/scripts/")):
         return [] if (ROOT / prog).is_file() else [f"no script {prog} in the repository"]
     if prog in SHELL_TOOLS:
         return []
@@ -153,10 +159,10 @@ def test_every_run_step_calls_a_command_that_exists(pytest_options):
     workflow = yaml.safe_load(text)
     assert set(workflow["jobs"]) == {"cpu", "gpu-gate", "fuzz"}
     called = [shlex.join(c) for _, s in run_steps(workflow) for c in shell_commands(s)]
-    # the jobs: the README's two commands on the CPU, the gate on the GPU, the nightly fuzz
+    # the jobs: the README's two commands and the wheel on the CPU, the gate on the GPU, the nightly fuzz
     assert "python3 -m pip install -r requirements-cpu.txt" in called
     assert any(c.startswith("python3 -m ssdcheck test --all") for c in called)
-    assert any(c.startswith("python3 -m ssdcheck gate out/gpu.json --baseline") for c in called)
+    assert "bash .ci/wheel" in called
     assert any(c.startswith("python3 -m ssdcheck fuzz --impl cutile") for c in called)
     assert workflow[True]["schedule"] and workflow["jobs"]["fuzz"]["if"] == "github.event_name == 'schedule'"
     assert workflow["jobs"]["gpu-gate"]["runs-on"] == ["self-hosted", "linux", "gpu"]
@@ -164,16 +170,58 @@ def test_every_run_step_calls_a_command_that_exists(pytest_options):
     assert ".ssdcheck-cache/cutile" in caches and "baseline/gpu.json" in caches
 
 
-def test_the_cpu_job_runs_the_readmes_two_commands_as_ci_does():
+def test_the_cpu_job_runs_the_readmes_two_commands_and_the_wheel_as_ci_does():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    install, test = [s["run"] for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["cpu"]["steps"] if "run" in s]
+    install, test, wheel = [s["run"] for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["cpu"]["steps"] if "run" in s]
     assert install in readme and test in readme
     assert re.search(r"^python3 -m pip install [^\n]*-r requirements-cpu.txt$", ci, re.M) and f"\n{test}\n" in ci
+    assert wheel == "bash .ci/wheel" and ci.rstrip().endswith(wheel)
+
+
+def test_the_action_runs_only_ssdcheck_commands_that_exist(pytest_options):
+    """The action's logic is the ssdcheck command: install, test, report, gate, and the upload."""
+    text = ACTION.read_text()
+    assert check_workflow(text, pytest_options) == []
+    action = yaml.safe_load(text)
+    assert action["runs"]["using"] == "composite"
+    assert {"impl", "profile", "baseline", "time-budget"} <= set(action["inputs"])
+    assert action["inputs"]["impl"]["required"] is True
+    called = [c for _, s in run_steps(action) for c in shell_commands(s) if c[0] != "tee"]
+    assert [c[0] if c[0] == "ssdcheck" else shlex.join(c[:4]) for c in called] == [
+        "python3 -m pip install", "ssdcheck", "ssdcheck", "ssdcheck"]
+    assert [c[1] for c in called if c[0] == "ssdcheck"] == ["test", "report", "gate"]
+    uploads = [s for s in action["runs"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert len(uploads) == 1 and uploads[0]["if"] == "always()" and "inputs.out" in uploads[0]["with"]["path"]
+    test_step = next(s["run"] for s in action["runs"]["steps"] if "ssdcheck test" in s.get("run", ""))
+    for out in ("--ssd-report \"$REPORT_DIR/report.json\"", "--junitxml \"$REPORT_DIR/junit.xml\"", "--ssd-repro-dir \"$REPORT_DIR/failures\""):
+        assert out in test_step, out
+
+
+def test_the_gpu_gate_job_uses_the_action():
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu-gate"]["steps"]
+    used = [s for s in steps if s.get("uses") == "./.github/actions/ssdcheck"]
+    assert len(used) == 1
+    inputs = set(yaml.safe_load(ACTION.read_text())["inputs"])
+    assert set(used[0]["with"]) <= inputs and used[0]["with"]["impl"] == "cutile"
+    assert "baseline/gpu.json" in used[0]["with"]["baseline"]
+    caches = [s["with"]["path"] for s in steps if "cache" in s.get("uses", "")]
+    assert ".ssdcheck-cache/cutile" in caches and "baseline/gpu.json" in caches
+
+
+def test_the_readme_shows_the_action_with_its_inputs():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```yaml\n(.*?)```", readme, re.S)
+    assert block, "README.md: a copy-paste example of the action"
+    steps = yaml.safe_load(block.group(1))
+    step = next(s for s in (steps if isinstance(steps, list) else steps["steps"]) if "ssdcheck" in s.get("uses", ""))
+    assert step["uses"].endswith("/.github/actions/ssdcheck@main") or step["uses"].endswith("@v0.1.0")
+    assert set(step["with"]) <= set(yaml.safe_load(ACTION.read_text())["inputs"])
+    assert {"impl", "baseline", "time-budget"} <= set(step["with"])
 
 
 def test_a_bad_step_is_caught(pytest_options):
-    bad = WORKFLOW.read_text().replace("python3 -m ssdcheck gate out/gpu.json --baseline", "python3 -m ssdcheck gates out/gpu.json --baseline")
+    bad = WORKFLOW.read_text().replace("run: bash .ci/wheel", "run: bash .ci/wheels")
     bad += """
   extra:
     runs-on: ubuntu-latest
@@ -186,7 +234,7 @@ def test_a_bad_step_is_caught(pytest_options):
       - run: python3 -m ssdcheck fuzz --impl cutile -- --ssd-nope 1
 """
     problems = check_workflow(bad, pytest_options)
-    expected = ["ssdcheck has no subcommand 'gates'", "ssdcheck test: pytest has no option --ssd-baseliine",
+    expected = ["no script ['.ci/wheels']", "ssdcheck test: pytest has no option --ssd-baseliine",
                 "ssdcheck fuzz: ", "unrecognized arguments: --minuts", "no script ['scripts/gpu_nothing.sh']",
                 "no module bench.nothing", "unknown command 'frobnicate'", "no requirements file requirements-gpu.txt",
                 "pytest has no option --ssd-nope"]
@@ -205,23 +253,42 @@ def test_docs_jobs_shows_the_workflow_file_verbatim():
     text = WORKFLOW.read_text()
     jobs = (ROOT / "docs" / "jobs.md").read_text()
     assert f"```yaml\n{text}```" in jobs, "docs/jobs.md must quote .github/workflows/ssdcheck.yml verbatim"
-    variant = text.replace("--max-growth 2", "--max-growth 3")
+    variant = text.replace('max-growth: "2"', 'max-growth: "3"')
     assert variant != text and f"```yaml\n{variant}```" not in jobs
 
 
-def _property_step_command(script: str) -> list[str]:
-    """The `ssdcheck test` command of a shell script, with every out/ path reduced to its file name."""
-    cmds = [c for c in shell_commands(script) if c[:4] == ["python3", "-m", "ssdcheck", "test"]]
+def _action_inputs(job_step: dict, job_env: dict) -> dict[str, str]:
+    """The action's inputs as a job's step sets them (its `with:`, the job's env filled in), else the defaults."""
+    inputs = {k: str(v.get("default", "")) for k, v in yaml.safe_load(ACTION.read_text())["inputs"].items()}
+    for k, v in job_step.get("with", {}).items():
+        inputs[k] = re.sub(r"\$\{\{\s*env\.(\w+)\s*\}\}", lambda m: str(job_env[m.group(1)]), str(v))
+    return inputs
+
+
+def _action_test_command(inputs: dict[str, str]) -> list[str]:
+    """The action's `ssdcheck test` command with these inputs, as the shell would split it."""
+    step = next(s for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"] if "ssdcheck test" in s.get("run", ""))
+    env = {k: re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: inputs[m.group(1)], v) for k, v in step["env"].items()}
+    script = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), step["run"])
+    cmds = [c for c in shell_commands(script) if c[:2] == ["ssdcheck", "test"]]
     assert len(cmds) == 1, cmds
-    return [re.sub(r"^(out|\$d|\"\$d\")/", "", w).replace('"', "") for w in cmds[0]]
+    return cmds[0]
 
 
 def test_the_gate_script_times_the_workflows_property_step():
-    """scripts/gpu_gate.sh, which the gate's committed wall times come from, runs the gpu-gate job's
-    property step as written (only the output folder differs)."""
-    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu-gate"]["steps"]
-    step = next(s["run"] for s in steps if "ssdcheck test" in s.get("run", ""))
-    script = (ROOT / "scripts" / "gpu_gate.sh").read_text()
-    assert _property_step_command(script) == _property_step_command(step)
+    """lab/scripts/gpu_gate.sh, which the gate's committed wall times come from, runs the command the
+    gpu-gate job's action step runs (only the output folder differs)."""
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu-gate"]
+    step = next(s for s in job["steps"] if s.get("uses") == "./.github/actions/ssdcheck")
+    want = _action_test_command(_action_inputs(step, job["env"]))
+    script = (ROOT / "lab" / "scripts" / "gpu_gate.sh").read_text()
+
+    def script_command(text: str) -> list[str]:
+        text = text.replace('"$WORKERS"', str(job["env"]["WORKERS"])).replace('"$GATE_SECONDS"', str(job["env"]["GATE_SECONDS"]))
+        cmds = [c for c in shell_commands(text) if c[:4] == ["python3", "-m", "ssdcheck", "test"]]
+        assert len(cmds) == 1, cmds
+        return ["ssdcheck"] + [re.sub(r"^\$d/", f"{step['with']['out']}/", w) for w in cmds[0][3:]]
+
+    assert script_command(script) == want
     changed = script.replace("-m \"not slow\"", "-m \"not gpu\"")
-    assert _property_step_command(changed) != _property_step_command(step)
+    assert script_command(changed) != want

@@ -19,9 +19,11 @@ from kernels.cutile.launcher import (
     coverage,
     ssd_forward,
 )
-from kernels.cutile.toolchain import ToolchainError, diagnose
+from kernels.cutile.toolchain import ToolchainError, diagnose, install_override
 from kernels.cutile.precompile import build, plan
 from kernels.registry import KernelInfo, Precompile
+
+install_override()   # SSDCHECK_TILEIRAS: compile with another tileiras (toolchain.py)
 
 INFO = KernelInfo(
     name="cutile",

@@ -152,7 +152,7 @@ def signature(unit: Unit):
 def export(unit: Unit, arch: str, target, sig=None) -> None:
     """Compile one unit (its compiler hints included) for `arch` into `target`, a path or a binary file.
     `sig`: a KernelSignature to compile instead of signature(unit), e.g. the one cuTile's JIT used at a
-    launch (scripts/cubin_resources.py); its arrays' dtypes then win over unit.dtype."""
+    launch (lab/scripts/cubin_resources.py); its arrays' dtypes then win over unit.dtype."""
     from cuda.tile.compilation import export_kernel  # noqa: PLC0415
     k = _kernel_fn(unit.kernel)
     if unit.config.hints():

@@ -203,12 +203,12 @@ def _state_blocks(p: Problem, bn: int) -> int:
 #     persistent grid occ2 0.263
 # chunk_state drops to BN 16 when BN 32 leaves fewer than two blocks per SM of an H200 (b*h small,
 # long sequences), since each block walks the whole sequence.
-# Sweep of 2026-11-30 (bench/sweep_cutile.py, reports/raw/2026-11-30-sweep-cutile/): PF=0 (no manual
+# Sweep of 2026-11-30 (lab/bench/sweep_cutile.py, lab/reports/raw/2026-11-30-sweep-cutile/): PF=0 (no manual
 # one-tile-ahead prefetch) beat PF=1 at 7 of the 8 (shape, chunk) points, by 7-13% where blocks are
 # many (b8 l2048 h32 n128: 0.125 vs 0.140 ms at chunk 64); with few blocks (b2 l65536 h32 n64) BL=128,
 # BN=16 took 0.81 vs 1.12 ms at chunk 128 and 0.74 vs 0.98 ms at chunk 256 (BL=128 with BN=32 was
 # 2.1 ms: the tile pair matters, so only the measured pair is used).
-# Sweep 3 of 2026-11-30 (FAST paths, reports/raw/2026-11-30-sweep-cutile-run3/): on aligned problems
+# Sweep 3 of 2026-11-30 (FAST paths, lab/reports/raw/2026-11-30-sweep-cutile-run3/): on aligned problems
 # without seq_idx (the launcher's promise for FAST = chunk size) the one-tile-per-chunk paths win
 # everywhere measured. chunk_state at chunk 64, BN32 LAT4 SLAT2 occ4: 0.125 -> 0.076 (b8 l2048 h32
 # n128), 1.20 -> 0.58 (b2 l65536 h32 n64), 0.91 -> 0.59 ms (b2 l16384 h64 n256 g8; SWAP BN64 0.55);
@@ -216,28 +216,28 @@ def _state_blocks(p: Problem, bn: int) -> int:
 # n128), 0.81 -> 0.59 and 0.74 -> 0.46 (b2 l65536 n64, few blocks). chunk_scan FAST at chunk 64, occ3:
 # 0.132 -> 0.097 (n128, BN128), 1.21 -> 0.61 (n64, BN64), 0.67 -> 0.56 ms (n256 g8). The FAST scan at
 # chunk 128 needs BL 128 (occ1, 1.3-1.7x slower than the table): no row.
-# Sweep 4 of 2026-11-30 (reports/raw/2026-11-30-sweep-cutile-run4/): FASTR, the FAST scan at chunk
+# Sweep 4 of 2026-11-30 (lab/reports/raw/2026-11-30-sweep-cutile-run4/): FASTR, the FAST scan at chunk
 # 128/256 in 64-row tiles (BN64 LAT4 occ3), beat the general scan at every point: 0.152 -> 0.127
 # (b8 l2048 n128, chunk 128), 0.80 -> 0.67 (b2 l16384 n256 g8), 1.38 -> 0.76 and 1.78 -> 1.11 ms (b2
 # l65536 n64, chunk 128/256). LAT4 on the chunk-64 FAST scan with BN128: 0.558 -> 0.513 (n256 g8),
 # 0.0973 -> 0.0971 (n128). With few state blocks the chunk-128 state prefers BN16 LAT4 SLAT2 occ4
 # (0.594 -> 0.492, b2 l65536 n64) and chunk 256 BN32 occ4 (0.462 -> 0.351); SWAP stays elsewhere.
-# Sweep 5 of 2026-11-30 (reports/raw/2026-11-30-dlat-rows/): DLAT4, the hint on the state loop's dt and
+# Sweep 5 of 2026-11-30 (lab/reports/raw/2026-11-30-dlat-rows/): DLAT4, the hint on the state loop's dt and
 # cumsum loads, pays with few blocks: at chunk 64 BN32 LAT6 DLAT4 SLAT2 occ2 takes 0.297 -> 0.268
 # (b2 l32768 h32 n64), 0.365 -> 0.328 (n128) and 0.589 -> 0.523 ms (b2 l65536 n64); at chunk 128 the
 # few-block row gains DLAT4 (0.496 -> 0.418), at chunk 256 LAT4 DLAT4 SLAT2 (0.354 -> 0.339). With many
 # blocks it is -4% to +5% (noise-sized or worse): those rows keep no hint.
-# Measured 2026-11-30 (reports/raw/2026-11-30-ftz-decays/): FTZ=1, the FAST scan's decay tile exp2 without its
+# Measured 2026-11-30 (lab/reports/raw/2026-11-30-ftz-decays/): FTZ=1, the FAST scan's decay tile exp2 without its
 # denormal fix-up, won at every point: 0.310 -> 0.301 (b2 l32768 n64), 0.357 -> 0.346 (n128), 0.0862 ->
 # 0.0834 (b8 l2048 n64), 0.538 -> 0.503 (b2 l16384 n256 g8), 1.106 -> 1.032 ms (b2 l65536 n64, chunk 256),
 # outputs bitwise equal. It is scan_config's default, so every row has it (the general path ignores it).
-# Measured 2026-12-01 (reports/raw/2026-12-01-two-heads-per-block/sweep-hb2/): HB=2, two heads of one
+# Measured 2026-12-01 (lab/reports/raw/2026-12-01-two-heads-per-block/sweep-hb2/): HB=2, two heads of one
 # group per block sharing the C/B loads and the score tile, at occupancy 2 beat the chunk-64 FAST rows everywhere measured, outputs
 # bitwise equal: 0.306 -> 0.283 (b2 l32768 n64), 0.358 -> 0.328 (n128), 0.0852 -> 0.0794 (b8 l2048
 # n64), 0.0960 -> 0.0921 ms (n128). Occupancy 3 took 0.277 at b2 l32768 n64 (a 104 B frame) and 0.516 at
 # n128 (214 KB of shared memory per block: one block per SM):
 # both rows keep 2. With odd heads per group the launcher falls back to HB=1 at the row's occupancy.
-# Measured 2026-12-03 (reports/2026-12-03-scan-bn64.md, bench.ab_row): the chunk-64 FAST scan at dstate 128
+# Measured 2026-12-03 (lab/reports/2026-12-03-scan-bn64.md, lab.bench.ab_row): the chunk-64 FAST scan at dstate 128
 # with BN=64 LAT=2 (two dstate tiles) ties BN=128 LAT=4, 0.996-1.003x over five shapes, bitwise equal,
 # and its tileiras compile takes half the time (3.7-4.2 s against 7.8 s on a 2-core CPU, float32): the
 # first compile a fail-fast run of a changed scan waits for. BN=64 LAT=4 lost 0-1.4% eager (up to 3.6%
@@ -305,15 +305,15 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("always", _always, Config(_c(BL=64, BP=64, BN=64))),
     ),
     # chunk_walk replaces chunk_state + chunk_scan where its rows match (BN = dstate) and the caller
-    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels. Measured 2026-12-01 (bench.ab_row, whole
+    # wants no varlen_states; WALK_OFF (BN = 0) keeps the two kernels. Measured 2026-12-01 (lab.bench.ab_row, whole
     # forward replayed from a CUDA graph, ms, walk vs the two kernels; outputs bitwise equal at SPLIT=0):
     # batch*heads 256-512 at chunk 64: b8 l2048 h32 n64 0.106 vs 0.128, n128 0.122 vs 0.172, n64 g8
     # 0.108 vs 0.134, b8 l2048 h64 n128 g8 0.229 vs 0.329, b4 l8192 h64 n64 0.370 vs 0.447. With 128
     # (b, h) it lost, one block per SM: b4 l8192 h32 n64 0.296 vs 0.243 (BP32's 256 blocks 0.270),
     # b2 l16384 h64 n64 0.577 vs 0.464, n128 1.10x; with 64, 1.9x (b2 l32768). dstate 256 lost at 256
     # (b, h) (BN256 WW8 occ1 0.314 vs 0.274; BP32 occ1 0.336): no row. SPLIT=1 0.985-1.003x of SPLIT=0.
-    # ORD=1 (a step's state-free products first) measured 2026-12-04 (reports/2026-12-04-walk-order.md,
-    # bench.segment_passes, same process): the walk 0.313 -> 0.269 ms at 2x32K h32 n64 (4 segments),
+    # ORD=1 (a step's state-free products first) measured 2026-12-04 (lab/reports/2026-12-04-walk-order.md,
+    # lab.bench.segment_passes, same process): the walk 0.313 -> 0.269 ms at 2x32K h32 n64 (4 segments),
     # 0.0863 -> 0.0720 at 8x2K h32 n64; at dstate 128 its three live fp32 tiles spill (240 B frame) and
     # the walk took 0.388 -> 0.624, so those rows keep ORD=0.
     "chunk_walk": (
@@ -331,10 +331,10 @@ TABLE: dict[str, tuple[Rule, ...]] = {
         Rule("otherwise: chunk_state and chunk_scan", _always, WALK_OFF),
     ),
     # The segmented walk (then the walk's segment rows, above, and segment_pass). Measured 2026-12-03
-    # (reports/2026-12-03-segmented-walk.md, bench.ab_row, S=4 against the two kernels, 16K-64K, g1
+    # (lab/reports/2026-12-03-segmented-walk.md, lab.bench.ab_row, S=4 against the two kernels, 16K-64K, g1
     # and g8, bf16 and fp16, with and without final states): 0.86-0.91x at 64 (b, h) pairs and dstate
     # 64; 1.03-1.06x at 128 pairs, 0.97-1.09x at dstate 128, which keep the two kernels. The walk's D
-    # row out of its loop then took 7.5% off pass 3 (reports/2026-12-04-walk-d-row.md). Fewer pairs get
+    # row out of its loop then took 7.5% off pass 3 (lab/reports/2026-12-04-walk-d-row.md). Fewer pairs get
     # more segments (dispatch.segments fills one wave), the same kernels.
     "segment_state": (
         Rule(f"{_ALIGNED}, chunk 64, headdim 64, dstate 64, 16-bit, batch*heads <= 64, seqlen >= {SEGMENT_MIN_SEQLEN}",

@@ -597,12 +597,12 @@ def chunk_walk_kernel(x, z, Bm, Cm, dtc, cs, init, D, out, final,
     takes it only where there are blocks enough to fill the GPU.
     SPLIT as in chunk_state: 1 adds the chunk's product to the decayed state after it, 0 accumulates
     into it. D's row is loaded once, before the chunk loop: it is the walk's one load that TMA cannot
-    take, and reloaded in every chunk it cost the H200 4-9% of the walk (reports/2026-12-04-walk-d-row.md).
+    take, and reloaded in every chunk it cost the H200 4-9% of the walk (lab/reports/2026-12-04-walk-d-row.md).
     ORD, the order of a step's products (_walk_step): 0 C S^T first, as above; 1 (SPLIT=1) the three
     that do not read the walked state (C B^T, the diagonal tile times x, x^T B) first, then C S^T and
     the state update. On the H200 ORD=1 took 14-17% off the walk at dstate 64; the other orders
-    measured there, and at dstate 128, were slower and were dropped (reports/2026-12-04-walk-order.md,
-    reports/2026-12-04-walk-x-wait.md).
+    measured there, and at dstate 128, were slower and were dropped (lab/reports/2026-12-04-walk-order.md,
+    lab/reports/2026-12-04-walk-x-wait.md).
     x, z, out (b,l,h,p); Bm, Cm (b,l,g,n); dtc, cs (b,h,Lpad) fp32; init, final (b,h,p,n) fp32.
     """
     ptile = ct.bid(0)
@@ -740,7 +740,7 @@ def segment_state_kernel(x, Bm, dtc, cs, ends, decay, nchunks, heads_per_group,
     (decay (b*S, h, blocks per head) fp32: every block of a head stores the same value in its own slot,
     so no store is conditional). DLAT: latency hint of the dt and cumsum loads (chunk_state's). Those
     rows go through TMA: loaded without it (plain global loads) pass 1 ran 12-15% slower on the H200
-    (reports/2026-12-04-walk-x-wait.md)."""
+    (lab/reports/2026-12-04-walk-x-wait.md)."""
     col = ct.bid(0)
     head = ct.bid(1)
     bs = ct.bid(2)

@@ -449,13 +449,18 @@ def _batch_slices(b: int, per_batch: Sequence[int]) -> list[tuple[int, int]]:
 
 # --------------------------------------------------------------------------- public API
 
+_INFO = None   # kernels.cutile.INFO, once _check_forward first looks it up
+
+
 def _check_forward(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
                    dt_limit, return_final_states, return_varlen_states) -> None:
     """Every argument check of ssd_forward that looks at the arguments alone: the contract, INFO's
     declarations, then cutile's own (whether a GPU is there is _require_cuda's, checked on every call)."""
-    from kernels.cutile import INFO  # noqa: PLC0415 (INFO lives in the package __init__)
-    from kernels.registry import check_call  # noqa: PLC0415
-    check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+    global _INFO
+    from kernels.registry import check_call, lookup  # noqa: PLC0415
+    if _INFO is None:   # INFO lives in the package __init__, which imports this module: the registry hands it over
+        _INFO = lookup("cutile")
+    check_call(_INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
                return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     _dtype_name("x", x)

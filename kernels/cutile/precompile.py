@@ -53,7 +53,7 @@ def jit_array(t: torch.Tensor):
     from cuda.tile.compilation import ArrayConstraint
     dtypes = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
     n, unit = t.dim(), max(16 // t.element_size(), 1)
-    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, reports/2026-11-30-ftz-decays.md)
+    inner = t.stride()[:-1]   # a stride of 1 is a constant too (D as (h, 1): Nsight Compute, lab/reports/2026-11-30-ftz-decays.md)
     return ArrayConstraint(
         dtypes[t.dtype], n, index_dtype=ct.int32, alias_groups=(),
         stride_lower_bound_incl=tuple(None if st == 1 else 0 for st in inner) + (None,),
@@ -82,7 +82,7 @@ def launch_signature(kernel, args: tuple):
 
 def recorded_launches(kwargs: dict) -> list[tuple[object, object]]:
     """[(kernel as launched, with its hints; its launch_signature)] of ssd_forward(**kwargs) on CPU tensors."""
-    from kernels.cutile import ssd_forward
+    from kernels.cutile.launcher import ssd_forward
     seen = []
     with launches_stubbed(launch=lambda stream, grid, kernel, args: seen.append((kernel, args))):
         ssd_forward(**kwargs)

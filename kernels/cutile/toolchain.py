@@ -16,7 +16,17 @@ Causes, each decided from paths and versions (never from the compiler's error te
                        libnvvm is not the one beside tileiras (another version, or none): every
                        compile then fails with "failed to compile Tile IR program".
 
-`python -m kernels.cutile.toolchain [sm_90]` prints the findings.
+* `override-broken`    SSDCHECK_TILEIRAS names no runnable tileiras (see below).
+
+Choosing another toolchain: SSDCHECK_TILEIRAS=PATH makes every cuTile compile of this process use
+the tileiras at PATH instead of cuTile's search. PATH is the executable, a folder holding it, a
+toolkit prefix (PATH/bin/tileiras) or a folder pip installed the wheels into with `--target`
+(PATH/nvidia/cu13/bin/tileiras). CUDA_HOME/CUDA_PATH never reach it (as with the pip packages);
+tileiras finds its libnvvm beside itself. kernels/cutile/__init__.py installs it on import
+(install_override), so it holds for the suite, compile_matrix and the lab scripts alike; a broken
+value fails the first compile with a ToolchainError that says what is wrong, never falls back.
+
+`python -m kernels.cutile.toolchain [sm_90]` prints the findings; identity() the versions a report records.
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 PIP_PACKAGES = ("nvidia-cuda-tileiras", "nvidia-cuda-nvcc", "nvidia-nvvm")
+OVERRIDE_VAR = "SSDCHECK_TILEIRAS"
 
 # Oldest tileiras (major, minor) that compiles for a GPU family, keyed by compute-capability major.
 MIN_TILEIRAS = {8: (13, 2), 9: (13, 3), 10: (13, 1), 11: (13, 1), 12: (13, 1)}
@@ -62,6 +73,7 @@ class Toolchain:
     cuda_home_var: str | None     # "CUDA_HOME" or "CUDA_PATH" when set
     cuda_home: str | None
     passes_cuda_home: bool        # whether cuTile lets CUDA_HOME reach tileiras
+    override_error: str | None = None   # why SSDCHECK_TILEIRAS names no usable tileiras
 
     def describe(self) -> str:
         v = ".".join(map(str, self.version)) if self.version else "unknown version"
@@ -146,6 +158,25 @@ def _toolkit_version(root: str) -> tuple[int, int] | None:
     return None
 
 
+def resolve_override(value: str) -> tuple[str | None, str | None]:
+    """(tileiras path, None) for a SSDCHECK_TILEIRAS value, or (None, why it names none)."""
+    value = os.path.expanduser(value)
+    if not os.path.exists(value):
+        return None, f"{OVERRIDE_VAR}={value}: no such file or folder"
+    if os.path.isdir(value):
+        cands = [os.path.join(value, *sub, "tileiras") for sub in ((), ("bin",), ("nvidia", "cu13", "bin"))]
+        found = [c for c in cands if os.path.isfile(c)]
+        if not found:
+            return None, (f"{OVERRIDE_VAR}={value}: no tileiras in it (looked for "
+                          f"{', '.join(os.path.relpath(c, value) for c in cands)})")
+        value = found[0]
+    if not os.access(value, os.X_OK):
+        return None, f"{OVERRIDE_VAR}={value}: not executable"
+    if parse_version(_run_version(value)) is None:
+        return None, f"{OVERRIDE_VAR}={value}: `{value} --version` prints no CUDA release (not a tileiras?)"
+    return os.path.abspath(value), None
+
+
 def find_toolchain(env: Mapping[str, str] | None = None, *, use_pip: bool = True,
                    default_prefixes: Sequence[str] | None = None) -> Toolchain:
     """Which tileiras cuTile would run under `env` (default: os.environ), and what it would see.
@@ -153,8 +184,11 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, use_pip: bool = True
     env = os.environ if env is None else env
     home_var = "CUDA_PATH" if sys.platform == "win32" and env.get("CUDA_PATH") else "CUDA_HOME"
     cuda_home = env.get(home_var) or None
-    path, source, passes = None, "none", False
-    if use_pip and (p := _pip_tileiras()):
+    path, source, passes, why = None, "none", False, None
+    if env.get(OVERRIDE_VAR):
+        path, why = resolve_override(env[OVERRIDE_VAR])
+        source = OVERRIDE_VAR
+    elif use_pip and (p := _pip_tileiras()):
         path, source = p, "pip"
     elif p := shutil.which("tileiras", path=env.get("PATH", "")):
         path, source, passes = p, "PATH", True
@@ -173,7 +207,7 @@ def find_toolchain(env: Mapping[str, str] | None = None, *, use_pip: bool = True
         libnvvm = own[0] if own else None
     return Toolchain(tileiras=path, source=source, version=parse_version(text), version_text=text.strip(),
                      libnvvm=libnvvm, cuda_home_var=home_var if cuda_home else None, cuda_home=cuda_home,
-                     passes_cuda_home=passes)
+                     passes_cuda_home=passes, override_error=why)
 
 
 def _arch_major_minor(arch) -> tuple[int, int] | None:
@@ -203,6 +237,12 @@ def diagnose(arch=None, *, env: Mapping[str, str] | None = None, use_pip: bool =
     version check). Empty when nothing is wrong that we know of."""
     tc = toolchain or find_toolchain(env, use_pip=use_pip, default_prefixes=default_prefixes)
     out: list[Diagnosis] = []
+    if tc.source == OVERRIDE_VAR and tc.tileiras is None:
+        out.append(Diagnosis(
+            "override-broken", f"{tc.override_error}; cuTile does not fall back to another tileiras.",
+            f"point {OVERRIDE_VAR} at a tileiras (or the folder pip installed the nvidia-cuda-tileiras, "
+            f"nvidia-cuda-nvcc and nvidia-nvvm wheels into), or unset it for the pinned toolchain."))
+        return out
     if tc.tileiras is None:
         out.append(Diagnosis(
             "no-tileiras",
@@ -247,6 +287,75 @@ def diagnose(arch=None, *, env: Mapping[str, str] | None = None, use_pip: bool =
     return out
 
 
+def full_version(text: str) -> str | None:
+    """'13.4.92' from a CUDA tool's --version text ("... release 13.4, V13.4.92")."""
+    m = re.search(r"\bV(\d+\.\d+\.\d+)", text)
+    if m:
+        return m.group(1)
+    v = parse_version(text)
+    return f"{v[0]}.{v[1]}" if v else None
+
+
+def _dist_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def identity(env: Mapping[str, str] | None = None) -> dict:
+    """The toolchain a compile in this process uses, as a report records it: tileiras (version, path,
+    where it was found), the ptxas beside it, cuda-tile, torch and Triton (None where absent)."""
+    tc = find_toolchain(env)
+    ptxas = shutil.which("ptxas", path=os.path.dirname(tc.tileiras)) if tc.tileiras else None
+    try:
+        import torch  # noqa: PLC0415
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    try:
+        import triton  # noqa: PLC0415
+        triton_version = getattr(triton, "__version__", None) or _dist_version("triton")
+    except ImportError:
+        triton_version = None
+    return {"tileiras": full_version(tc.version_text), "tileiras_path": tc.tileiras, "tileiras_source": tc.source,
+            "ptxas": full_version(_run_version(ptxas)) if ptxas else None, "ptxas_path": ptxas,
+            "cuda_tile": _dist_version("cuda-tile"), "torch": torch_version, "triton": triton_version}
+
+
+# The fields of identity() that make two runs' machine code differ; what `ssdcheck gate` compares.
+IDENTITY_FIELDS = ("tileiras", "ptxas", "cuda_tile", "torch", "triton")
+
+
+def install_override(env: Mapping[str, str] | None = None) -> str | None:
+    """When SSDCHECK_TILEIRAS is set, make cuTile compile with that tileiras (its path returned); a
+    value naming no tileiras makes every compile raise a ToolchainError carrying the diagnosis."""
+    env = os.environ if env is None else env
+    if not env.get(OVERRIDE_VAR):
+        return None
+    try:
+        from cuda.tile import _compile  # noqa: PLC0415
+    except ImportError:
+        return None
+    path, why = resolve_override(env[OVERRIDE_VAR])
+    if path is None:
+        message = str(diagnose(env=env)[0])
+
+        def broken():
+            raise ToolchainError(f"cuTile compile: toolchain diagnosis:\n  {message}")
+        broken.ssdcheck_override = env[OVERRIDE_VAR]
+        _compile._find_compiler_bin = broken
+        return None
+    binary = _compile._CompilerBinary(path, env.get("PATH", ""), env.get("LD_LIBRARY_PATH", ""),
+                                      pass_cuda_home_var=False)
+
+    def chosen():
+        return binary
+    chosen.ssdcheck_override = path
+    _compile._find_compiler_bin = chosen
+    return path
+
+
 def explain(exc: BaseException, arch=None) -> ToolchainError | None:
     """A ToolchainError carrying the diagnosis for a failed compile/launch, or None if none applies."""
     try:
@@ -271,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             pass
     print(find_toolchain().describe())
+    print("identity: " + ", ".join(f"{k} {v}" for k, v in identity().items() if k in IDENTITY_FIELDS))
     found = diagnose(arch)
     for d in found:
         print(d)

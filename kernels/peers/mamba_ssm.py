@@ -26,7 +26,7 @@ Capabilities, from the 2.3.2.post1 sources (mamba_ssm/ops/triton/...):
 * matmul: `tl.dot` with fp32 operands runs TF32 (Triton's default input_precision), and Triton hands
   the fp32 bits to the tensor core unrounded, which ignores the low 13 mantissa bits -> "tf32-trunc"
   (triton-lang/triton#4574; on the H200 the truncating yardstick reproduces mamba_ssm's fp32 error to
-  4 digits, the rounding one is 4.5x off: reports/2026-11-30-peers-suite.md, finding 1).
+  4 digits, the rounding one is 4.5x off: lab/reports/2026-11-30-peers-suite.md, finding 1).
 * deterministic: the forward kernels use no atomics (those in ssd_chunk_state.py / ssd_chunk_scan.py
   are all in backward kernels); the autotuned config is cached per key (chunk_size, hdim, dstate).
   Not declared bitwise batch-invariant (nothing in mamba_ssm promises it).

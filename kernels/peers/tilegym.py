@@ -17,7 +17,7 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 * seqlen % chunk_size == 0: `_validate_chunk_size` (l.1393) raises otherwise.
 * chunk sizes 64 and 128: the two TileGym's own tests and perf runs use (64 takes the swap output
   kernel, l.1518; >= 128 adds a state variant, l.649). 32 and 256 compile for sm_90
-  (scripts/tilegym_compile_probe.py) but TileGym never runs them, and at 256 the output kernel holds
+  (lab/scripts/tilegym_compile_probe.py) but TileGym never runs them, and at 256 the output kernel holds
   a (256, 256) fp32 score tile (l.44, 256 KiB): not declared.
 * nheads % 4 == 0: the cumsum kernel's only head tiles are BLOCK_H in (4, 8, 16) and a config needs
   `num_heads % BLOCK_H == 0` (l.641-643); otherwise "autotune search space is empty" (l.1438):
@@ -32,7 +32,7 @@ Capabilities, read from tilegym/ops/cutile/mamba2.py of the 1.5.1 wheel (line nu
 * dt in fp32 or in x's dtype: the cumsum kernel casts it to fp32 (l.813); TileGym's tests pass bf16 dt.
 * dtypes: bf16 is what TileGym tests. fp16 and fp32 are declared because the kernels are
   dtype-generic (ct.mma takes f16, bf16, f32 operands) and compile for sm_90 with them
-  (scripts/tilegym_compile_probe.py); the GPU property run is their first test.
+  (lab/scripts/tilegym_compile_probe.py); the GPU property run is their first test.
 * states: chunk-entry states are stored in c.dtype (`state_dtype=c.dtype`, l.1931; `hiddens`, l.1457)
   and carried in fp32 on chip; final_state is the fp32 accumulator (l.977) in init_state's dtype
   (`empty_like(init_state)`, l.1458): hence state_dtype="input", fp32 final states.
@@ -296,7 +296,7 @@ INFO = KernelInfo(
         options=frozenset({"D", "initial_states", "final_states", "ngroups", "dt_input_dtype"}),
         state_dtype="input", matmul="ieee", deterministic=False,
         # a compile class is five kernels, about a minute of tileiras on the H200: at 1 in 8 a gradient
-        # test's 200 draws took 9-13 classes, its compiles more than its time (reports/2026-12-02-backward-h200.md)
+        # test's 200 draws took 9-13 classes, its compiles more than its time (lab/reports/2026-12-02-backward-h200.md)
         explore_one_in=48,
         notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )

@@ -1,1 +1,0 @@
-"""The race: ssdcheck's cuTile forward against TileGym and mamba_ssm on one GPU (see bench/README.md)."""
