@@ -1,14 +1,15 @@
 """Mutants of TileGym 1.5.1's cuTile Mamba-2 forward (tilegym/ops/cutile/mamba2.py), one real bug each.
 
 Applied to a copy of the package unpacked from the published wheel ($SSDCHECK_PEERS_DIR; the pristine
-file is never edited: mutation/peer_copy.py). The suite runs with TILEGYM_DISABLE_AUTOTUNE=1, as the
-project's correctness runs do, so every launch takes the first config of its search space: the state
+file is never edited: mutation/peer_copy.py). The mutants run under `tilegym-first-config`, the
+fast-fuzzing mode (TILEGYM_DISABLE_AUTOTUNE=1 around each call; `tilegym`, as shipped, would spend
+minutes of exhaustive search on each new shape), so every launch takes the first config of its search space: the state
 kernel's non-SWAP, BHT variant with BLOCK_STATE 16; the output kernel persistent, the swap kernel
 (`_co_swap_tile`) at chunk 64 and `_co_tile` at chunk 128. Each mutant sits in code that config runs.
 """
 from mutation.catalog import maker
 
-IMPL = "tilegym"
+IMPL = "tilegym-first-config"   # the adapter of `tilegym` turns TileGym's autotune on for each call
 PEER = "tilegym"
 ENV = {"TILEGYM_DISABLE_AUTOTUNE": "1"}   # the first config, no minutes of exhaustive search per shape
 F = "tilegym/ops/cutile/mamba2.py"

@@ -12,7 +12,7 @@ at dt == 0) on the problems with skipped tokens; every other gradient is checked
 """
 from mutation.catalog import maker
 
-IMPL = "tilegym"
+IMPL = "tilegym-first-config"   # TILEGYM_DISABLE_AUTOTUNE=1 around each forward call too
 PEER = "tilegym"
 TESTS = "tests/test_gradients.py"           # the suite that judges a backward mutant
 ENV = {"TILEGYM_DISABLE_AUTOTUNE": "1"}

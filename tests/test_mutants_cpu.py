@@ -139,7 +139,7 @@ def test_a_tests_catalog_builds_its_own_command():
     --keep, the report's command line, time to first failure); PYTEST_ARGS follow the runner's own."""
     from mutation import ttf
     from mutation.run import Report, catalog_pytest_args
-    for name, impl in (("tilegym_bwd", "tilegym"), ("mamba_ssm_bwd", "mamba-ssm")):
+    for name, impl in (("tilegym_bwd", "tilegym-first-config"), ("mamba_ssm_bwd", "mamba-ssm")):
         catalog = load_catalog(name)
         assert catalog.tests == "tests/test_gradients.py" and catalog.impl == impl and catalog.peer
         args = catalog_pytest_args(catalog, matrix=False)

@@ -236,7 +236,7 @@ def test_gpu_vllm_shipped_tunes_the_battery_first_and_shares_the_picks(tmp_path)
     total = int(env.pop("TOTAL_S"))
     assert env == {"IMPLS": "vllm", "PART": "tests", "TRITON_CACHE_AUTOTUNING": "1"}, env
     assert 470 <= total <= 480                                       # the tuning's time comes off the budget
-    assert (out / "autotune-prime.txt").read_text() == "python3 lab/scripts/gpu_vllm_prime.py\n"
+    assert (out / "autotune-prime.txt").read_text() == "python3 lab/scripts/gpu_autotune_prime.py --impl vllm\n"
 
 
 def test_gpu_vllm_halves_split_the_property_tests_and_each_test_falls_in_exactly_one(tmp_path):

@@ -13,8 +13,11 @@
 #                vLLM's first-config mode: what the policy and adapter fixes must turn into passes.
 #   PART=fill    the property suite and the stored regressions on each of IMPLS in turn (default
 #                "vllm"), through lab/scripts/gpu_peers.sh with the time budget TOTAL_S per implementation
-#                (DIR/<impl>/peers/: summary.txt, report.json, report.md, pytest.log). vLLM's shipped
-#                mode tunes the triage battery first (lab/scripts/gpu_vllm_prime.py, within TOTAL_S).
+#                (DIR/<impl>/peers/: summary.txt, report.json, report.md, pytest.log). A peer in its
+#                shipped mode (vllm, mamba-ssm, tilegym) first tunes its batteries, one process per
+#                problem (lab/scripts/gpu_autotune_prime.py, at most PRIME_S=240 s, within TOTAL_S;
+#                Triton's picks shared through TRITON_CACHE_AUTOTUNING=1, TileGym's compiles through
+#                the shared cuTile cache of gpu_peers.sh).
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/gpu_production_modes "$@"
 cd "$(dirname "$0")/../.."
@@ -67,13 +70,18 @@ case "$PART" in
     ;;
   fill)
     export TOTAL_S=${TOTAL_S:-420}
+    export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # as gpu_peers.sh: the prime fills it
     for impl in ${IMPLS:-vllm}; do
       t0=$(date +%s)
-      if [ "$impl" = vllm ]; then
-        export TRITON_CACHE_AUTOTUNING=1
-        timeout "${PRIME_S:-120}" python3 lab/scripts/gpu_vllm_prime.py > "$DEST/autotune-prime-$impl.txt" 2>&1
-        tail -n 3 "$DEST/autotune-prime-$impl.txt"
-      fi
+      case "$impl" in
+        vllm|mamba-ssm|tilegym)   # as shipped: tune the batteries once, the picks shared by the workers
+          export TRITON_CACHE_AUTOTUNING=1
+          [ "$impl" = mamba-ssm ] && [ "${MAMBA_AUTOTUNE:-1}" = 1 ] && unset MAMBA_DETERMINISTIC
+          timeout "${PRIME_S:-240}" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" \
+            > "$DEST/autotune-prime-$impl.txt" 2>&1
+          echo "prime-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
+          tail -n 16 "$DEST/autotune-prime-$impl.txt" ;;
+      esac
       TOTAL_S=$(( TOTAL_S - ($(date +%s) - t0) )) PART=tests IMPLS="$impl" lab/scripts/gpu_peers.sh --out "$DEST/$impl" \
         > "$DEST/$impl.log" 2>&1
       echo "fill-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"

@@ -16,7 +16,7 @@
 # Shipped: vLLM autotunes each new key as it ships (Triton's timing of every config, ~47 over the five
 # kernels); TRITON_CACHE_AUTOTUNING=1 keeps each pick in Triton's on-disk cache, so the other workers
 # (and a later run on the same machine) read it instead of timing the configs again. The triage
-# battery's keys are tuned first, one process per problem side by side (lab/scripts/gpu_vllm_prime.py,
+# battery's keys are tuned first, one process per problem side by side (lab/scripts/gpu_autotune_prime.py,
 # at most PRIME_S=150 s, taken from TOTAL_S; DIR/autotune-prime.txt: what each cost), and vLLM's
 # compile key (KernelInfo.compile_key) keeps 7 draws in 8 in those keys. The time budget holds
 # whatever autotuning costs: a test past its share stops drawing (examples fall, the time does not).
@@ -99,8 +99,8 @@ runs=()
 if [ "$MODE" = shipped ]; then
   export TRITON_CACHE_AUTOTUNING=1
   t0=$(date +%s)
-  echo "== autotuning the triage battery once (lab/scripts/gpu_vllm_prime.py, at most ${PRIME_S:-150}s)"
-  timeout "${PRIME_S:-150}" python3 lab/scripts/gpu_vllm_prime.py 2>&1 | tee "$DEST/autotune-prime.txt"
+  echo "== autotuning the batteries once (lab/scripts/gpu_autotune_prime.py, at most ${PRIME_S:-150}s)"
+  timeout "${PRIME_S:-150}" python3 lab/scripts/gpu_autotune_prime.py --impl vllm 2>&1 | tee "$DEST/autotune-prime.txt"
   TOTAL_S=$(( TOTAL_S - ($(date +%s) - t0) ))
   PART=tests IMPLS=vllm lab/scripts/gpu_peers.sh --out "$DEST"
   runs=("$DEST")
