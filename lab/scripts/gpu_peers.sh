@@ -108,7 +108,7 @@ if [ "$PART" = all ] || [ "$PART" = tests ]; then
     echo "== tests: ${impl_args[*]} ${k_args[*]} --hypothesis-profile=$PROFILE -n $WORKERS, ${t}s (MAMBA_DETERMINISTIC=$([ "$MAMBA_AUTOTUNE" = 1 ] && echo unset || echo 1))"
     mamba_env=(MAMBA_DETERMINISTIC=1); [ "$MAMBA_AUTOTUNE" = 1 ] && mamba_env=()
     share_args=(); [ "$SHARE_TIME" = 1 ] && share_args=(--ssd-fuzz-seconds=$(( t - 30 )))
-    env -u MAMBA_DETERMINISTIC "${mamba_env[@]}" PYTHONPATH="$PWD/scripts:${PYTHONPATH:-}" \
+    env -u MAMBA_DETERMINISTIC "${mamba_env[@]}" PYTHONPATH="$PWD/lab/scripts:${PYTHONPATH:-}" \
       timeout --signal=INT --kill-after=20 "$t" \
       python3 -m pytest tests/test_properties.py tests/test_regressions.py "${impl_args[@]}" "${k_args[@]}" --hypothesis-profile="$PROFILE" \
         -n "$WORKERS" -p no:cacheprovider -p pytest_jsonl --jsonl="$DEST/peers/results.jsonl" "${share_args[@]}" \

@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         (out / name).unlink(missing_ok=True)
     left = args.budget_s - int(time.time() - t0) - 40
     env = {**os.environ, "TILEGYM_DISABLE_AUTOTUNE": "1", "MAMBA_DETERMINISTIC": "1", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "lab" / "scripts"), os.environ.get("PYTHONPATH", "")]),
            "CUDA_TILE_CACHE_DIR": os.environ.get("CUDA_TILE_CACHE_DIR", "/tmp/ssdcheck-cutile-cache")}
     cmd = [sys.executable, "-m", "pytest", "tests/test_gradients.py", "--impl", args.impl,
            f"--hypothesis-profile={args.profile}", "-n", str(args.workers), "-p", "no:cacheprovider",
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
             rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=left).returncode
         except subprocess.TimeoutExpired:
             rc = 124
-    summary = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize_pytest.py"), str(out / "results.jsonl")],
+    summary = subprocess.run([sys.executable, str(ROOT / "lab" / "scripts" / "summarize_pytest.py"), str(out / "results.jsonl")],
                              capture_output=True, text=True).stdout if (out / "results.jsonl").is_file() else ""
     (out / "summary.txt").write_text(summary)
     print(summary)

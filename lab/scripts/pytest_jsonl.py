@@ -1,7 +1,7 @@
 """pytest plugin: one JSON line per test event, flushed at once, so a run stopped by a time limit still
 says which tests finished, how, and which one was running.
 
-    PYTHONPATH=scripts python -m pytest -p pytest_jsonl --jsonl=out/results.jsonl ...
+    PYTHONPATH=lab/scripts python -m pytest -p pytest_jsonl --jsonl=out/results.jsonl ...
     python lab/scripts/summarize_pytest.py out/results.jsonl
 """
 from __future__ import annotations

@@ -7,6 +7,7 @@ on the H200: 240 s lost to `gpu_peers.sh --help`, 2026-11-30).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,34 @@ def test_snapshot_run_refuses_what_it_cannot_do(cmd, snap, every, says, tmp_path
     proc = _snapshot_run(tmp_path, *cmd, snap=snap, every=every)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert not (tmp_path / "keep").exists()
+
+
+def _plugin_paths(text: str, root: Path) -> tuple[set[str], list[Path]]:
+    """The pytest plugins a script loads (`-p NAME`, the no: ones aside) and the folders its PYTHONPATH
+    names ($PWD in a shell script, ROOT / ... in a Python one: the checkout's root)."""
+    plugins = set(re.findall(r'"-p",\s*"(?!no:)([\w.]+)"', text)) | set(re.findall(r"\s-p (?!no:)([\w.]+)", text))
+    folders = [root / p for p in re.findall(r'PYTHONPATH="?(?:\$PWD/)?([\w/]+)', text)]
+    folders += [root.joinpath(*parts) for parts in
+                (re.findall(r'"(\w+)"', m) for m in re.findall(r"ROOT((?: / \"\w+\")+)\)?,\s*os\.environ\.get\(\"PYTHONPATH\"", text))]
+    return plugins, folders
+
+
+def test_every_pytest_plugin_a_gpu_script_loads_is_on_the_path_it_sets():
+    """`-p pytest_jsonl` under a PYTHONPATH naming a folder that moved fails only on the GPU host, after
+    the warm-up: a fill run that ran no test (2026-12-07)."""
+    root = SCRIPTS[0].parents[2]
+    checked = 0
+    for script in sorted((root / "lab" / "scripts").glob("*.*")):
+        plugins, folders = _plugin_paths(script.read_text(), root)
+        for name in plugins:
+            assert folders, f"{script.name}: loads -p {name} without setting PYTHONPATH"
+            assert any((f / f"{name.replace('.', '/')}.py").is_file() for f in folders), \
+                f"{script.name}: -p {name} is in none of {[str(f.relative_to(root)) for f in folders]}"
+            checked += 1
+    assert checked >= 2     # gpu_peers.sh and grad_gpu.py load the JSON-lines plugin
+
+
+def test_a_plugin_path_that_moved_is_caught():
+    root = SCRIPTS[0].parents[2]
+    plugins, folders = _plugin_paths('PYTHONPATH="$PWD/scripts:$X" python3 -m pytest -p pytest_jsonl', root)
+    assert plugins == {"pytest_jsonl"} and not (folders[0] / "pytest_jsonl.py").is_file()
