@@ -120,6 +120,17 @@ def test_stage_arguments_are_named():
     _bad("C", cutile.chunk_scan, B, C.float(), x, dA, dA, states)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the checks before the no-GPU error")
+@pytest.mark.parametrize("bias_dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_cumsum_stage_takes_dt_bias_in_the_model_dtype_beside_a_float32_dt(bias_dtype):
+    # the forward accepts a bfloat16 dt_bias with a float32 dt and a bfloat16 x; its stage once refused it
+    # (dt_bias held to dt's dtype), a failure of prop_stages_match_oracle on a correct kernel
+    _, dt, A, _, _ = _problem()
+    with pytest.raises(cutile.CutileUnavailable, match="needs a CUDA GPU"):
+        cutile.chunk_cumsum(dt.float(), A, 64, dt_bias=torch.zeros(A.shape[0], dtype=bias_dtype))
+    _bad("dt_bias", cutile.chunk_cumsum, dt.float(), A, 64, dt_bias=torch.zeros(A.shape[0], dtype=torch.float64))
+
+
 def test_contract_errors_come_first():
     x, dt, A, B, C = _problem()
     with pytest.raises(SSDArgumentError, match="^seq_idx"):

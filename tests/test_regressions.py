@@ -79,6 +79,13 @@ CASES = [
      SSDProblem(batch=8, seqlen=191, nheads=36, headdim=64, dstate=64, ngroups=2, chunk_size=64, dtype="bfloat16",
                 decay=2.0, decay_decades=3.0, dt_mu=1.0, dt_softplus=True, dt_bias=True, dt_limit=(0.0, 1.0),
                 dt_dtype="input", D="h", z=True, initial_states=True, final_states=True, seed=0)),
+    # Found by the cuTile gate on an H100 (lab/reports/2026-12-07-toolchain-13.5-gpu.md): a float32 dt
+    # beside a bfloat16 x and dt_bias in x's dtype; the forward took it, cutile's chunk_cumsum stage raised
+    # "dt_bias: expected float32 or x's dtype torch.float32" (it held dt_bias to dt's dtype).
+    ("prop_stages_match_oracle", "dt_bias in the model dtype beside a float32 dt, stage by stage",
+     SSDProblem(batch=1, seqlen=64, nheads=2, headdim=64, dstate=64, ngroups=1, chunk_size=64, dtype="bfloat16",
+                decay=1.0, decay_decades=0.0, dt_mu=-4.0, dt_bias=True, dt_dtype="float32", params_dtype="input",
+                final_states=True, seed=0)),
 ]
 
 
