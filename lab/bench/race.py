@@ -247,6 +247,11 @@ def environment() -> dict:
                                     timeout=10, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         env["git"] = None
+    try:   # the compiler is part of the run's identity: a new tileiras is a new revision of every kernel
+        from kernels.cutile.toolchain import identity  # noqa: PLC0415
+        env["toolchain"] = {k: v for k, v in identity().items() if k in ("tileiras", "ptxas", "tileiras_source")}
+    except Exception as e:  # noqa: BLE001  the race still runs the peers without cuTile's toolchain
+        env["toolchain"] = {"error": f"{type(e).__name__}: {e}"}
     env["kernels_sha256"] = source_digest(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     return env
 

@@ -8,7 +8,7 @@
 #   ncu   Nsight Compute on one forward of the chunk walk at 2x32K h32 dstate 64 (gpu_ncu_segments.sh),
 #         only if the run has taken less than NCU_BEFORE_S seconds so far: DIR/ncu/
 # DIR/toolchain.txt names the tileiras every part used. Compare two runs with
-# `python lab/scripts/toolchain_compare.py --race DIR_A/race DIR_B/race` and `ssdcheck gate`.
+# `python -m lab.bench.race_compare DIR_A/race DIR_B/race` and `ssdcheck gate DIR_B/gate/cold/report.json --baseline DIR_A/gate/cold/report.json`.
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/toolchain "$@"
 cd "$(dirname "$0")/../.."
