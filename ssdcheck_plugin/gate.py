@@ -37,11 +37,24 @@ class Regression:
     growth: float
     share: float
     problem: str | None
+    baseline_problem: str | None = None
+
+    @property
+    def same_problem(self) -> bool:
+        return self.problem is not None and self.problem == self.baseline_problem
 
     def message(self, max_growth: float) -> str:
-        return (f"{self.impl} {self.prop} {self.output} {self.dtype}: worst {self.metric} grew "
+        text = (f"{self.impl} {self.prop} {self.output} {self.dtype}: worst {self.metric} grew "
                 f"{_g(self.growth)}x (> {max_growth:g}x): {self.baseline:.4g} -> {self.current:.4g} "
                 f"(now {100 * self.share:.3g}% of tolerance)\n    at {self.problem}")
+        if self.same_problem:
+            return text + "\n    (the baseline's worst was at the same problem)"
+        # Two runs need not draw the same problems (a budget, a failure or a compile-aware draw changes
+        # the sequence), so two worsts over different problems say nothing yet about the revision:
+        # replaying both problems under both revisions does.
+        return (text + f"\n    the baseline's worst was at another problem: {self.baseline_problem}"
+                       "\n    (different problems: replay both under each revision with --ssd-problem to tell "
+                       "the revision from the draw)")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -132,7 +145,8 @@ def compare_rows(current: dict[tuple, dict], baseline: dict[tuple, dict], *, max
             if new > max_growth * old and share >= growth_floor:
                 growth = new / old if old > 0 else float("inf")
                 regressions.append(Regression(*key, metric=m, baseline=old, current=new, growth=growth,
-                                              share=share, problem=row.get(f"{m}_problem")))
+                                              share=share, problem=row.get(f"{m}_problem"),
+                                              baseline_problem=base.get(f"{m}_problem")))
     for key in sorted(set(baseline) - set(current)):
         notes.append(f"in the baseline but not run now: {' '.join(key)}")
     return regressions, notes

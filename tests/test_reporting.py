@@ -831,3 +831,16 @@ def test_a_pinned_regression_failure_prints_a_command_that_replays_exactly_it():
     assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout[-3000:]
     problem = argv[argv.index("--ssd-problem") + 1]
     assert problem in again.stdout.replace("\n", ""), again.stdout[-3000:]
+
+
+def test_a_regression_says_whether_both_worsts_are_at_one_problem():
+    # two runs need not draw the same problems: growth between two different worst problems is said
+    # to be undecided until both are replayed under both revisions
+    key = ("k", "prop_x", "y", "float32")
+    row = lambda v, p: {"max_abs": v, "normwise": v, "share": 0.3, "max_abs_problem": p, "normwise_problem": p}
+    (same, _), _ = gate.compare_rows({key: row(3e-6, "P1")}, {key: row(1e-6, "P1")})
+    assert same.same_problem and "the same problem" in same.message(2.0) and "replay" not in same.message(2.0)
+    (other, _), _ = gate.compare_rows({key: row(3e-6, "P2")}, {key: row(1e-6, "P1")})
+    msg = other.message(2.0)
+    assert not other.same_problem and "at P2" in msg and "another problem: P1" in msg and "--ssd-problem" in msg
+    assert other.to_dict()["baseline_problem"] == "P1"
