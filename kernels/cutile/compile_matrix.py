@@ -78,8 +78,9 @@ def covering_set(units: list[Unit] | None = None) -> list[Unit]:
 
 def smoke_set(units: list[Unit] | None = None) -> list[Unit]:
     """Each kernel once: its covering-set unit with the smallest tile, 16-bit before float32 (the
-    float32 chunk_scan units of float16's tile compiled in 1.4x to 2.6x its time on sm_103,
-    lab/reports/raw/2026-12-06-toolchain-13.5-compile/ci.md), then the shorter block of the sequence."""
+    float32 chunk_scan units of float16's tile compiled in 1.4x to 2.6x its time on sm_103, in
+    2026-12-06-toolchain-13.5-compile/ci.md of lab/reports/raw/2026-12-06.tar.xz), then the shorter
+    block of the sequence."""
     cover = covering_set(units)
 
     def cost(u: Unit) -> tuple:
