@@ -295,3 +295,13 @@ def test_a_plugin_path_that_moved_is_caught():
     root = SCRIPTS[0].parents[2]
     plugins, folders = _plugin_paths('PYTHONPATH="$PWD/scripts:$X" python3 -m pytest -p pytest_jsonl', root)
     assert plugins == {"pytest_jsonl"} and not (folders[0] / "pytest_jsonl.py").is_file()
+
+
+@pytest.mark.parametrize("env,says", [({"PARTS": "gate bogus"}, "unknown part 'bogus'"),
+                                      ({"PARTS": "recheck", "RECHECK_CANDIDATE": "/nope"}, "two gate reports")])
+def test_the_toolchain_script_checks_every_part_before_running_any(env, says, tmp_path):
+    proc = subprocess.run(["bash", str(next(s for s in SCRIPTS if s.name == "gpu_toolchain.sh")), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=20, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env})
+    assert proc.returncode == 2 and says in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()     # nothing ran: not even the gate that came first
