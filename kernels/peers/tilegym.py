@@ -63,6 +63,13 @@ TILEGYM_DISABLE_AUTOTUNE around each call; TileGym reads it per call, `tilegym/a
 `is_autotune_disabled`, and keys its tuning caches by it). `tilegym-first-config` (FIRST_CONFIG), for
 fast fuzzing: the same call with TILEGYM_DISABLE_AUTOTUNE=1, TileGym's own switch, so the first config
 of each search space runs.
+
+TileGym keys each search on every argument's shape and stride (`_tuning_key`), so each new (batch,
+seqlen) searches again, and a fill of the suite is bound by the searches. With
+`SSDCHECK_TILEGYM_TUNING=PATH` the peer's search is wrapped at its first call
+(kernels/peers/tilegym_tuning.py): a shape searched in an earlier run (or by another xdist worker
+whose file was there at start) takes the recorded choice of TileGym's own search; others search, and
+are recorded. The report's `meta.env` records the setting.
 """
 from __future__ import annotations
 
@@ -76,6 +83,7 @@ from kernels.peers import PeerUnavailable, require_cuda
 from kernels.registry import Backward, Deviation, KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
+TUNING_ENV = "SSDCHECK_TILEGYM_TUNING"   # a tuning file: TileGym's search runs once per shape across runs
 NHEADS_MULTIPLE_OF = 4
 _peer_fn = None
 
@@ -92,8 +100,21 @@ def _load():
                 f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install tilegym 1.5.1 "
                 f"(pip install tilegym==1.5.1, or its wheel from $SSDCHECK_PEERS_DIR) and cuda-tile; on a "
                 f"GPU host `source .gpu-bundle/setup.sh` does both (docs/gpu-host.md)") from e
+        tuning = os.environ.get(TUNING_ENV)
+        if tuning:   # TileGym's own choices, kept across processes (kernels/peers/tilegym_tuning.py)
+            from kernels.peers import tilegym_tuning  # noqa: PLC0415
+            tilegym_tuning.install(tuning, module, writer=os.environ.get("PYTEST_XDIST_WORKER") or f"pid{os.getpid()}",
+                                   device=torch.cuda.get_device_name(), version=_tilegym_version())
         _peer_fn = module.mamba2_chunk_forward
     return _peer_fn
+
+
+def _tilegym_version() -> str | None:
+    import importlib.metadata  # noqa: PLC0415
+    try:
+        return importlib.metadata.version("tilegym")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 _ZEROS: dict = {}

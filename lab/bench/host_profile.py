@@ -59,7 +59,7 @@ def run(shapes, calls: int, tuning_path: str | None) -> dict:
     from lab.bench.sweep_cutile import Stages
     tuning = None
     if tuning_path:   # TileGym at its recorded choices: no 2-3 minute tuning per shape
-        from lab.bench import tilegym_tuning
+        from kernels.peers import tilegym_tuning
         tuning = tilegym_tuning.install(tuning_path)
     doc = {"env": environment(), "calls": calls, "tilegym_tuning": tuning_path, "shapes": []}
     for shape in shapes:

@@ -247,7 +247,7 @@ def markdown(docs, rows, missing, repeats, png: str | None, png_note: str | None
             "⚠ when over half the measured time: at that shape the call may be launch-bound rather than GPU-bound.",
             "- **first call s**: wall time of the first call of that shape: compile plus autotuning "
             "(TileGym's exhaustive search over its configs; Triton's for mamba_ssm), apart from the run time; "
-            "*recorded tuning*: TileGym ran its own search's choice from an earlier run (lab/bench/tilegym_tuning.py).",
+            "*recorded tuning*: TileGym ran its own search's choice from an earlier run (kernels/peers/tilegym_tuning.py).",
             ""]
     return "\n".join(out)
 

@@ -28,7 +28,7 @@ def plan(shapes, stages, chunk: int) -> list[tuple[str, str, int, str]]:
 
 def run(shapes, stages, chunk: int, tuning_path: str, log=print) -> None:
     import torch
-    from lab.bench import tilegym_tuning
+    from kernels.peers import tilegym_tuning
     from lab.bench.race import make_inputs
     from lab.bench.stages import _cutile_stages, _tilegym_stages
     tuning = tilegym_tuning.install(tuning_path)

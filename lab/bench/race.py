@@ -266,7 +266,7 @@ class Runner:
         self.device, self.baseline, self.ceiling_kw = device, baseline, ceilings or {}
         self.t0 = time.monotonic()
         self.infos, self.unavailable = {}, {}
-        self.tuning = None                 # lab.bench.tilegym_tuning.Tuning, when TileGym's choices are recorded
+        self.tuning = None                 # kernels.peers.tilegym_tuning.Tuning, when TileGym's choices are recorded
         self.tilegym_called = False        # TileGym ran once in this process (its configs are compiled)
         self.vllm_tuning = None            # lab.bench.vllm_tuning.Tuning, when vLLM's autotune picks are recorded
         self.graphs = False                # also time each forward replayed from a CUDA graph (--graphs)
@@ -532,7 +532,7 @@ def main(argv=None) -> int:
     ap.add_argument("--chunks", default=None, help="override chunk sizes, e.g. 'tilegym=64+128,cutile=128'")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tilegym-tuning", default=None, metavar="FILE",
-                    help="TileGym's recorded tuning choices (lab/bench/tilegym_tuning.py): read if present, updated "
+                    help="TileGym's recorded tuning choices (kernels/peers/tilegym_tuning.py): read if present, updated "
                          "after each new tuning, so a later run skips the 2-3 minutes per shape")
     ap.add_argument("--vllm-tuning", default=None, metavar="FILE",
                     help="vLLM's recorded autotune picks (lab/bench/vllm_tuning.py): read if present, updated after "
@@ -566,7 +566,7 @@ def main(argv=None) -> int:
     runner.graphs = args.graphs
     if args.tilegym_tuning and "tilegym" in impls:
         try:
-            from lab.bench import tilegym_tuning
+            from kernels.peers import tilegym_tuning
             runner.tuning = tilegym_tuning.install(args.tilegym_tuning)
             runner.doc["tilegym_tuning"] = {"file": args.tilegym_tuning, "loaded": len(runner.tuning.entries),
                                             "usable": sum(map(runner.tuning.usable, runner.tuning.entries.values()))}

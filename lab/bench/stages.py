@@ -11,7 +11,7 @@ the tg groups' six, where TileGym's tuning is recorded) it times, with lab.bench
 * TileGym at chunk 64: its three stages (tilegym.ops.cutile.mamba2's `_chunk_cumsum`,
   `_fwd_pass_state`, `_compute_out`: private functions of TileGym 1.5.1, called as its
   `mamba2_chunk_forward` calls them) and the whole forward, at the choices of its own autotuning
-  recorded in --tilegym-tuning (lab/bench/tilegym_tuning.py). A shape without a recorded choice tunes
+  recorded in --tilegym-tuning (kernels/peers/tilegym_tuning.py). A shape without a recorded choice tunes
   (2-3 minutes) unless --recorded-only.
 
 Every stage's output feeds the next, as in the forward; each forward's output is checked against the
@@ -78,7 +78,7 @@ def run(shapes, out: Path, tuning_path: str | None, recorded_only: bool, log=pri
     from lab.bench.race import bench_ms, environment, make_inputs, rel_err
     tuning = None
     if tuning_path:
-        from lab.bench import tilegym_tuning
+        from kernels.peers import tilegym_tuning
         tuning = tilegym_tuning.install(tuning_path)
     doc = {"schema": "ssdcheck-stages/1", "env": environment(), "tilegym_tuning": tuning_path, "rows": []}
     firsts = {}   # shape id -> the first forward output there

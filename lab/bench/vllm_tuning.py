@@ -1,5 +1,5 @@
 """vLLM's autotuning choices, kept across processes: a later race times vLLM at the configurations its
-own autotuner chose, without tuning again (as lab/bench/tilegym_tuning.py does for TileGym).
+own autotuner chose, without tuning again (as kernels/peers/tilegym_tuning.py does for TileGym).
 
 vLLM 0.33.0 launches every SSD kernel through `launch_autotuned` (ops/triton_helpers.py l.11-34): the
 first launch for a key autotunes, and the pick is kept in the module dictionary `_autotuned_configs`,

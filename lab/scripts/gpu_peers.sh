@@ -83,7 +83,7 @@ if [ "$PART" = all ] || [ "$PART" = bench ]; then
   echo "== bench: python -m lab.bench.race --group $GROUP (budget ${BENCH_BUDGET_S}s)"
   budget=$BENCH_BUDGET_S
   [ "$PART" = bench ] && budget=$(( $(left) - 60 ))
-  # TileGym's recorded tuning choices (lab/bench/tilegym_tuning.py); the updated file is written to
+  # TileGym's recorded tuning choices (kernels/peers/tilegym_tuning.py); the updated file is written to
   # DIR/bench: commit it over $TUNING so the next run skips those searches.
   TUNING=${TUNING:-lab/reports/tilegym-tuning-h200.json}
   [ -f "$TUNING" ] && cp "$TUNING" "$DEST/bench/tilegym-tuning.json"

@@ -17,7 +17,10 @@
 #                shipped mode (vllm, mamba-ssm, tilegym) first tunes its batteries, one process per
 #                problem (lab/scripts/gpu_autotune_prime.py, at most PRIME_S=240 s, within TOTAL_S;
 #                Triton's picks shared through TRITON_CACHE_AUTOTUNING=1, TileGym's compiles through
-#                the shared cuTile cache of gpu_peers.sh).
+#                the shared cuTile cache of gpu_peers.sh). TILEGYM_TUNING=FILE: TileGym's search choices
+#                from earlier runs (kernels/peers/tilegym_tuning.py), copied with its sibling files into
+#                DIR/tilegym-tuning/, where the workers add theirs: a later fill passes that folder's
+#                FILE back and skips every search already made.
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/gpu_production_modes "$@"
 cd "$(dirname "$0")/../.."
@@ -71,6 +74,13 @@ case "$PART" in
   fill)
     export TOTAL_S=${TOTAL_S:-420}
     export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # as gpu_peers.sh: the prime fills it
+    if [ -n "${TILEGYM_TUNING:-}" ]; then
+      mkdir -p "$DEST/tilegym-tuning"
+      tg_base=$(basename "$TILEGYM_TUNING" .json)
+      cp "$(dirname "$TILEGYM_TUNING")/$tg_base".*json "$TILEGYM_TUNING" "$DEST/tilegym-tuning/" 2>/dev/null
+      export SSDCHECK_TILEGYM_TUNING=$DEST/tilegym-tuning/$tg_base.json
+      echo "tilegym tuning: $(ls "$DEST/tilegym-tuning" | wc -l) file(s) in $DEST/tilegym-tuning" | tee -a "$DEST/status.txt"
+    fi
     for impl in ${IMPLS:-vllm}; do
       t0=$(date +%s)
       case "$impl" in

@@ -1,4 +1,4 @@
-"""lab/bench/tilegym_tuning.py on a stand-in for tilegym.ops.cutile.mamba2: the same call shape
+"""kernels/peers/tilegym_tuning.py on a stand-in for tilegym.ops.cutile.mamba2: the same call shape
 (`exhaustive_search(configs, stream, grid_fn, kernel, args_fn, hints_fn).best.config`), no GPU."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 
-from lab.bench import tilegym_tuning
+from kernels.peers import tilegym_tuning
 
 
 def _peer(searches: list):
@@ -89,3 +89,46 @@ def test_a_file_of_another_schema_is_refused(tmp_path):
     path.write_text(json.dumps({"schema": "something-else", "entries": []}))
     with pytest.raises(ValueError, match="schema"):
         tilegym_tuning.Tuning(path, "d", "v")
+
+
+def test_workers_write_their_own_files_and_every_process_reads_them_all(tmp_path):
+    path, searches = tmp_path / "tuning.json", []
+    a, b = torch.zeros(2, 8), torch.zeros(4, 8)
+    w0 = tilegym_tuning.install(path, m0 := _peer(searches), device="d", version="v", writer="gw0")
+    m0.forward(a)
+    w1 = tilegym_tuning.install(path, m1 := _peer(searches), device="d", version="v", writer="gw1")
+    m1.forward(b)
+    assert searches == [3, 3] and not path.exists()          # each worker its own file, the shared one untouched
+    assert (tmp_path / "tuning.gw0.json").exists() and (tmp_path / "tuning.gw1.json").exists()
+    assert len(w0.entries) == 1 and len(w1.entries) == 2      # gw1 started after gw0's file was there
+    later = tilegym_tuning.install(path, m2 := _peer(searches), device="d", version="v", writer="gw0")
+    assert len(later.entries) == 2                            # both workers' choices
+    assert m2.forward(a).BLOCK == 64 and m2.forward(b).BLOCK == 64 and searches == [3, 3]
+    (tmp_path / "tuning.gw2.json").write_text("{not json")
+    with pytest.raises(ValueError, match="tuning.gw2.json: not a tuning file"):
+        tilegym_tuning.Tuning(path, "d", "v")
+
+
+def test_the_shipped_adapter_installs_the_tuning_named_by_the_environment(tmp_path, monkeypatch):
+    import sys
+    from kernels.peers import tilegym as adapter
+    searches = []
+    fake = _peer(searches)
+    fake.mamba2_chunk_forward = fake.forward
+    monkeypatch.setitem(sys.modules, adapter.PEER_MODULE, fake)
+    monkeypatch.setattr(adapter, "_peer_fn", None)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    monkeypatch.setenv(adapter.TUNING_ENV, str(tmp_path / "tg.json"))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    fn = adapter._load()
+    assert hasattr(fake.exhaustive_search, "__wrapped__")     # TileGym's search, wrapped
+    fn(torch.zeros(2, 8))
+    saved = json.loads((tmp_path / "tg.gw7.json").read_text())["entries"]
+    assert searches == [3] and saved[0]["device"] == "GPU X" and saved[0]["config"] == {"BLOCK": 64, "occupancy": 2}
+    monkeypatch.setattr(adapter, "_peer_fn", None)
+    monkeypatch.delenv(adapter.TUNING_ENV)
+    fresh = _peer(searches)
+    fresh.mamba2_chunk_forward = fresh.forward
+    monkeypatch.setitem(sys.modules, adapter.PEER_MODULE, fresh)
+    adapter._load()
+    assert not hasattr(fresh.exhaustive_search, "__wrapped__")  # unset: TileGym as it is

@@ -13,6 +13,13 @@ the race needed ~55 device-minutes. `install(path)` wraps the `exhaustive_search
 A choice is used only on the GPU model and TileGym version it was tuned on. The race's JSON says for
 each TileGym timing whether its configuration was tuned in the run or recorded earlier, and the file
 keeps when and where each choice was tuned.
+
+The property suite uses it too: with `SSDCHECK_TILEGYM_TUNING=PATH`, the shipped `tilegym` mode
+(kernels/peers/tilegym.py) installs it at the peer's first call. Each pytest-xdist worker then writes
+its own file beside PATH (`STEM.gw3.json` for `STEM.json`), so workers never overwrite each other, and
+every process reads PATH and all those siblings. Which choice TileGym runs is still its own search's;
+only the search is not repeated. A rerun with the same derandomized draws therefore skips the tuning
+the run before it paid, and a fill cut by its time budget goes on where it stopped.
 """
 from __future__ import annotations
 
@@ -41,16 +48,24 @@ def signature(kernel_name: str, args) -> str:
 class Tuning:
     """Recorded choices (loaded from and saved to `path`) and what this process did with them."""
 
-    def __init__(self, path: str | os.PathLike, device: str, version: str | None):
+    def __init__(self, path: str | os.PathLike, device: str, version: str | None, writer: str | None = None):
         self.path, self.device, self.version = Path(path), device, version
+        # with a writer (e.g. an xdist worker's id) this process saves to its own sibling of path
+        self.save_path = self.path if writer is None else self.path.with_name(
+            f"{self.path.stem}.{writer}{self.path.suffix}")
         self.entries: dict[str, dict] = {}
         self.context: dict = {}            # set by the caller: which shape and chunk are running
         self.events: list[dict] = []       # {"kind": "recorded" | "tuned", "kernel", "seconds", ...}
-        if self.path.exists():
-            doc = json.loads(self.path.read_text())
+        siblings = sorted(self.path.parent.glob(f"{self.path.stem}.*{self.path.suffix}"))
+        for f in ([self.path] if self.path.exists() else []) + siblings:
+            try:
+                doc = json.loads(f.read_text())
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{f}: not a tuning file ({e})") from None
             if doc.get("schema") != SCHEMA:
-                raise ValueError(f"{self.path}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
-            self.entries = {e["signature"]: e for e in doc["entries"]}
+                raise ValueError(f"{f}: schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+            for e in doc["entries"]:
+                self.entries.setdefault(e["signature"], e)
 
     def usable(self, entry: dict) -> bool:
         return entry.get("device") == self.device and entry.get("tilegym") == self.version
@@ -62,9 +77,9 @@ class Tuning:
 
     def save(self) -> None:
         doc = {"schema": SCHEMA, "entries": sorted(self.entries.values(), key=lambda e: e["signature"])}
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        tmp = self.save_path.with_suffix(self.save_path.suffix + ".tmp")
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, self.path)
+        os.replace(tmp, self.save_path)
 
     def search(self, real, kernel_name: str, configs, stream, grid_fn, kernel, args_fn, hints_fn):
         """real(configs, stream, grid_fn, kernel, args_fn, hints_fn) (exhaustive_search), recorded."""
@@ -92,8 +107,10 @@ class Tuning:
         return out
 
 
-def install(path: str | os.PathLike, module=None, device: str | None = None, version: str | None = None) -> Tuning:
-    """Wrap `module.exhaustive_search` (default: tilegym.ops.cutile.mamba2's) with a Tuning on `path`."""
+def install(path: str | os.PathLike, module=None, device: str | None = None, version: str | None = None,
+            writer: str | None = None) -> Tuning:
+    """Wrap `module.exhaustive_search` (default: tilegym.ops.cutile.mamba2's) with a Tuning on `path`
+    (saved to its `writer` sibling when given)."""
     if module is None:
         import importlib.metadata
 
@@ -101,7 +118,7 @@ def install(path: str | os.PathLike, module=None, device: str | None = None, ver
         import tilegym.ops.cutile.mamba2 as module
         device = device or torch.cuda.get_device_name()
         version = version or importlib.metadata.version("tilegym")
-    tuning = Tuning(path, device, version)
+    tuning = Tuning(path, device, version, writer)
     real = getattr(module, "exhaustive_search")
     real = getattr(real, "__wrapped__", real)          # installing twice wraps the real search once
     names = {id(v): k for k, v in vars(module).items()}
