@@ -41,24 +41,35 @@ def plan(candidate: str, baseline: str) -> list[dict]:
     return jobs
 
 
-def replay(job: dict, impl: str, workdir: str) -> dict:
-    report = os.path.join(workdir, f"{abs(hash((job['prop'], job['problem'])))}.json")
-    test = f"tests/test_properties.py::test_{job['prop'].removeprefix('prop_')}"
+def replay(prop: str, problem: str, impl: str, report: str) -> tuple[dict | None, str]:
+    """One pytest process on one problem: the report's rows (None if it wrote none) and what it said."""
+    test = f"tests/test_properties.py::test_{prop.removeprefix('prop_')}"
     cmd = [sys.executable, "-m", "pytest", test, "--impl", impl, "-p", "no:cacheprovider", "-q",
-           "--ssd-problem", job["problem"], "--ssd-report", report]
+           "--ssd-problem", problem, "--ssd-report", report]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    out = {**job, "replayed_impl": impl, "rc": proc.returncode, "value": None, "share": None}
     try:
-        rows = gate.load_baseline(report, "replay")
+        return gate.load_baseline(report, "replay"), f"exit {proc.returncode}"
     except ValueError as e:
-        out["error"] = f"{e}; {proc.stdout[-400:]}"
-        return out
-    row = next((r for k, r in rows.items() if k[1:] == (job["prop"], job["output"], job["dtype"])), None)
-    if row is None:
-        out["error"] = f"no {job['prop']} {job['output']} {job['dtype']} row in the replay; {proc.stdout[-400:]}"
-    else:
-        out["value"], out["share"] = unnum(row[job["metric"]]), unnum(row["share"])
-    return out
+        return None, f"exit {proc.returncode}: {e}; {proc.stdout[-400:]}"
+
+
+def run_all(jobs: list[dict], impl: str, workdir: str, workers: int) -> list[dict]:
+    """Each (property, problem) replayed once, however many flagged rows and metrics it serves."""
+    unique = sorted({(j["prop"], j["problem"]) for j in jobs})
+    paths = {u: os.path.join(workdir, f"replay-{i}.json") for i, u in enumerate(unique)}
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        results = dict(zip(unique, pool.map(lambda u: replay(*u, impl, paths[u]), unique)))
+    done = []
+    for j in jobs:
+        rows, said = results[(j["prop"], j["problem"])]
+        out = {**j, "replayed_impl": impl, "said": said, "value": None, "share": None}
+        row = next((r for k, r in (rows or {}).items() if k[1:] == (j["prop"], j["output"], j["dtype"])), None)
+        if row is None:
+            out["error"] = f"no {j['prop']} {j['output']} {j['dtype']} row in the replay ({said})"
+        else:
+            out["value"], out["share"] = unnum(row[j["metric"]]), unnum(row["share"])
+        done.append(out)
+    return done
 
 
 def _share(r: dict | None) -> str:
@@ -109,8 +120,8 @@ def main(argv=None) -> int:
             print(f"gate_recheck: {e}", file=sys.stderr)
             return 2
         os.makedirs(args.out, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            done = list(pool.map(lambda j: replay(j, args.impl, tmp), jobs))
+        with tempfile.TemporaryDirectory() as tmp:
+            done = run_all(jobs, args.impl, tmp, args.jobs)
         with open(os.path.join(args.out, "recheck.json"), "w") as f:
             json.dump(done, f, indent=1)
         for d in done:

@@ -26,8 +26,24 @@ def test_run_replays_both_worsts_under_this_revision(tmp_path):
     assert [(j["side"], j["problem"]) for j in jobs] == [("candidate", P2), ("baseline", P1)]
     assert recheck.main(["run", cand, base, "--out", str(tmp_path / "r"), "--impl", "torch-ref", "-j", "2"]) == 0
     done = json.loads((tmp_path / "r" / "recheck.json").read_text())
-    assert [d["rc"] for d in done] == [0, 0]
+    assert [d["said"] for d in done] == ["exit 0", "exit 0"]
     assert all(0 <= d["value"] < 1e-3 for d in done)      # torch-ref's real error, not the report's made-up 1.0
+
+
+def test_a_problem_behind_several_flagged_rows_is_replayed_once(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_replay(prop, problem, impl, report):
+        calls.append((prop, problem))
+        rows = {("torch-ref", prop, out, "float32"): {"max_abs": v, "normwise": v, "share": 0.1}
+                for out, v in (("y", 1.0), ("final_states", 2.0))}
+        return rows, "exit 0"
+
+    monkeypatch.setattr(recheck, "replay", fake_replay)
+    jobs = [{"impl": "torch-ref", "prop": "prop_x", "output": o, "dtype": "float32", "metric": "max_abs",
+             "side": side, "problem": P1} for o in ("y", "final_states") for side in ("candidate", "baseline")]
+    done = recheck.run_all(jobs, "torch-ref", str(tmp_path), 4)
+    assert calls == [("prop_x", P1)] and [d["value"] for d in done] == [1.0, 1.0, 2.0, 2.0]
 
 
 def test_compare_judges_growth_on_the_same_input(tmp_path, capsys):
