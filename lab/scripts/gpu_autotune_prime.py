@@ -10,11 +10,18 @@ lab/scripts/gpu_vllm.sh and gpu_production_modes.sh set it), and TileGym's candi
 the shared cuTile cache (CUDA_TILE_CACHE_DIR), so a worker's own search only times them. It prints
 what each problem cost: the autotune cost the suite's time budget has to hold.
 
+With --menu it also tunes one problem per (dtype, chunk size, (headdim, dstate) pair of the GPU menu),
+every option on: the Triton peers key their autotune on those (and the dtypes), so the drawn problems
+of a whole fill find their picks made; a variant without an option then compiles only the chosen
+config. TileGym searches per shape, so --menu compiles its candidates for the menu and no more.
+
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl vllm   # a CUDA GPU, the peer
+    TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl mamba-ssm --menu
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -23,8 +30,39 @@ import time
 DTYPES = ("bfloat16", "float16", "float32")
 
 
-def problems(name: str) -> list:
-    """The triage battery, then each dtype's model-layer battery, each problem once."""
+def menu_problems(info) -> list:
+    """One problem per (dtype, chunk size, GPU menu (headdim, dstate) pair) that `info` supports, with
+    the most options on that it takes (two sequences packed, initial states, z, softplus(dt + bias), D
+    per head; dropped in that order until it takes the problem)."""
+    from kernels.registry import UnsupportedProblem, check_supported
+    from properties.menus import GPU_DIM_PAIRS
+    from properties.problem import SSDProblem
+    out = []
+    for dtype in DTYPES:
+        for chunk in info.chunk_sizes:
+            for headdim, dstate in dict.fromkeys(GPU_DIM_PAIRS):
+                seqlen = 2 * chunk + (0 if info.seqlen_multiple_of_chunk else 1)
+                full = SSDProblem(batch=1, seqlen=seqlen, nheads=8, headdim=headdim, dstate=dstate,
+                                  chunk_size=chunk, dtype=dtype, dt_softplus=True, dt_bias=True, D="h", z=True,
+                                  initial_states=True, final_states=True, seq_starts=(chunk,))
+                forms = [full]       # then with the options an implementation may lack dropped, one by one
+                for drop in ({"seq_starts": (), "initial_states": False}, {"z": False},
+                             {"dt_softplus": False, "dt_bias": False}, {"D": None}):
+                    forms.append(dataclasses.replace(forms[-1], **drop))
+                for p in forms:
+                    try:
+                        check_supported(info, dtype=p.dtype, chunk_size=p.chunk_size, seqlen=p.seqlen,
+                                        headdim=p.headdim, dstate=p.dstate, ngroups=p.ngroups,
+                                        options=p.options(), nheads=p.nheads)
+                    except UnsupportedProblem:
+                        continue
+                    out.append(p)
+                    break      # the first supported form: one problem per key
+    return out
+
+
+def problems(name: str, menu: bool = False) -> list:
+    """The triage battery, then each dtype's model-layer battery, then (menu) the menu's keys, each once."""
     from kernels.registry import lookup
     from properties import triage
     info = lookup(name)
@@ -32,6 +70,8 @@ def problems(name: str) -> list:
     for dtype in DTYPES:
         if dtype in info.dtypes:
             out += triage.battery(info, True, dtype, "model")
+    if menu:
+        out += menu_problems(info)
     return list(dict.fromkeys(out))
 
 
@@ -39,8 +79,8 @@ def prime(job: tuple[str, int]) -> str:
     import torch
     from kernels.registry import lookup
     from properties import invariants
-    name, i = job
-    info, p = lookup(name), problems(name)[i]
+    name, menu, i = job
+    info, p = lookup(name), problems(name, menu)[i]
     t = time.monotonic()
     info.fn(**invariants.call_inputs(info, p))
     torch.cuda.synchronize()
@@ -52,14 +92,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--impl", default="vllm", help="a registered peer in its shipped mode (vllm, mamba-ssm, tilegym)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once (default: one per core)")
+    ap.add_argument("--menu", action="store_true", help="also one problem per key of the GPU menu (see above)")
+    ap.add_argument("--list", action="store_true", help="print the problems and exit (no GPU needed)")
     args = ap.parse_args(argv)
-    todo = problems(args.impl)
+    todo = problems(args.impl, args.menu)
+    if args.list:
+        print("\n".join(map(repr, todo)) + f"\n{len(todo)} problems")
+        return 0
     t = time.monotonic()
     jobs = max(1, min(args.jobs, len(todo)))
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        for line in pool.imap_unordered(prime, [(args.impl, i) for i in range(len(todo))]):
+        for line in pool.imap_unordered(prime, [(args.impl, args.menu, i) for i in range(len(todo))]):
             print(line, flush=True)
-    print(f"{args.impl}: {len(todo)} battery problems tuned in {time.monotonic() - t:.1f} s, {jobs} at once", flush=True)
+    print(f"{args.impl}: {len(todo)} problems tuned in {time.monotonic() - t:.1f} s, {jobs} at once", flush=True)
     return 0
 
 

@@ -17,7 +17,9 @@
 #                shipped mode (vllm, mamba-ssm, tilegym) first tunes its batteries, one process per
 #                problem (lab/scripts/gpu_autotune_prime.py, at most PRIME_S=240 s, within TOTAL_S;
 #                Triton's picks shared through TRITON_CACHE_AUTOTUNING=1, TileGym's compiles through
-#                the shared cuTile cache of gpu_peers.sh). TILEGYM_TUNING=FILE: TileGym's search choices
+#                the shared cuTile cache of gpu_peers.sh); PRIME_MENU=1 also tunes one problem per key of
+#                the GPU menu (`--menu`: 120 for the Triton peers), so the drawn problems find their picks
+#                made. TILEGYM_TUNING=FILE: TileGym's search choices
 #                from earlier runs (kernels/peers/tilegym_tuning.py), copied with its sibling files into
 #                DIR/tilegym-tuning/, where the workers add theirs: a later fill passes that folder's
 #                FILE back and skips every search already made.
@@ -87,7 +89,7 @@ case "$PART" in
         vllm|mamba-ssm|tilegym)   # as shipped: tune the batteries once, the picks shared by the workers
           export TRITON_CACHE_AUTOTUNING=1
           [ "$impl" = mamba-ssm ] && [ "${MAMBA_AUTOTUNE:-1}" = 1 ] && unset MAMBA_DETERMINISTIC
-          timeout "${PRIME_S:-240}" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" \
+          timeout "${PRIME_S:-240}" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} \
             > "$DEST/autotune-prime-$impl.txt" 2>&1
           echo "prime-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
           tail -n 16 "$DEST/autotune-prime-$impl.txt" ;;
