@@ -195,8 +195,12 @@ class SSDProblem:
         """One command that re-runs exactly this check: the property's test in tests/test_properties.py
         with this problem pinned (--ssd-problem), whichever test found it (the pinned problems of
         tests/test_regressions.py are not drawn, so they re-run there too)."""
-        test = f"tests/test_properties.py::test_{prop.removeprefix('prop_')}"
-        return f"pytest '{test}' --impl {impl} -p no:cacheprovider --ssd-problem \"{self!r}\""
+        return f"pytest '{property_test(prop)}' --impl {impl} -p no:cacheprovider --ssd-problem \"{self!r}\""
+
+
+def property_test(prop: str) -> str:
+    """The test of tests/test_properties.py that runs property `prop` (prop_x -> test_x)."""
+    return f"tests/test_properties.py::test_{prop.removeprefix('prop_')}"
 
 
 def parse_problem(text: str) -> SSDProblem:

@@ -103,18 +103,9 @@ def _load():
         tuning = os.environ.get(TUNING_ENV)
         if tuning:   # TileGym's own choices, kept across processes (kernels/peers/tilegym_tuning.py)
             from kernels.peers import tilegym_tuning  # noqa: PLC0415
-            tilegym_tuning.install(tuning, module, writer=os.environ.get("PYTEST_XDIST_WORKER") or f"pid{os.getpid()}",
-                                   device=torch.cuda.get_device_name(), version=_tilegym_version())
+            tilegym_tuning.install(tuning, module, writer=os.environ.get("PYTEST_XDIST_WORKER") or f"pid{os.getpid()}")
         _peer_fn = module.mamba2_chunk_forward
     return _peer_fn
-
-
-def _tilegym_version() -> str | None:
-    import importlib.metadata  # noqa: PLC0415
-    try:
-        return importlib.metadata.version("tilegym")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 _ZEROS: dict = {}

@@ -110,14 +110,18 @@ class Tuning:
 def install(path: str | os.PathLike, module=None, device: str | None = None, version: str | None = None,
             writer: str | None = None) -> Tuning:
     """Wrap `module.exhaustive_search` (default: tilegym.ops.cutile.mamba2's) with a Tuning on `path`
-    (saved to its `writer` sibling when given)."""
+    (saved to its `writer` sibling when given), for this GPU model and TileGym version unless given."""
     if module is None:
-        import importlib.metadata
-
-        import torch
         import tilegym.ops.cutile.mamba2 as module
-        device = device or torch.cuda.get_device_name()
-        version = version or importlib.metadata.version("tilegym")
+    if device is None:
+        import torch
+        device = torch.cuda.get_device_name()
+    if version is None:
+        import importlib.metadata
+        try:
+            version = importlib.metadata.version("tilegym")
+        except importlib.metadata.PackageNotFoundError:   # a peer imported from a source tree
+            version = None
     tuning = Tuning(path, device, version, writer)
     real = getattr(module, "exhaustive_search")
     real = getattr(real, "__wrapped__", real)          # installing twice wraps the real search once

@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from ssdcheck_plugin import gate  # noqa: E402
+from properties.problem import property_test  # noqa: E402
 from ssdcheck_plugin.aggregate import unnum  # noqa: E402
 
 
@@ -43,8 +44,7 @@ def plan(candidate: str, baseline: str) -> list[dict]:
 
 def replay(prop: str, problem: str, impl: str, report: str) -> tuple[dict | None, str]:
     """One pytest process on one problem: the report's rows (None if it wrote none) and what it said."""
-    test = f"tests/test_properties.py::test_{prop.removeprefix('prop_')}"
-    cmd = [sys.executable, "-m", "pytest", test, "--impl", impl, "-p", "no:cacheprovider", "-q",
+    cmd = [sys.executable, "-m", "pytest", property_test(prop), "--impl", impl, "-p", "no:cacheprovider", "-q",
            "--ssd-problem", problem, "--ssd-report", report]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     try:
