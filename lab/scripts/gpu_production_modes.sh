@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: lab/scripts/gpu_production_modes.sh [--out DIR]   # env: PART=triage|recheck|fill IMPLS=... TOTAL_S=420
+# usage: lab/scripts/gpu_production_modes.sh [--out DIR]   # env: PART=triage|recheck|fill|prime IMPLS=... TOTAL_S=420
 # The peers as production runs them, on a GPU host (after `source .gpu-bundle/setup.sh`, sourced here if
 # it was not): state caches and parameters in the model dtype, each peer in its shipped mode.
 #
@@ -23,15 +23,23 @@
 #                from earlier runs (kernels/peers/tilegym_tuning.py), copied with its sibling files into
 #                DIR/tilegym-tuning/, where the workers add theirs: a later fill passes that folder's
 #                FILE back and skips every search already made.
+#   PART=prime   only the prime of each of IMPLS (PRIME_S=560 each), for a fill in the next call on the
+#                same host: TileGym's candidates for the GPU menu take longer to compile (~110 s a key
+#                with 16 at once) than one call can hold beside the fill. The caches stay where the
+#                fill looks (CUDA_TILE_CACHE_DIR, Triton's cache, DIR/tilegym-tuning/ for TILEGYM_TUNING).
 set -uo pipefail
 source "$(dirname "$0")/_args.sh" out/gpu_production_modes "$@"
 cd "$(dirname "$0")/../.."
+PART=${PART:-triage}
+case "$PART" in   # before the setup: a mistaken run on a GPU host costs minutes
+  triage|recheck|fill|prime) ;;
+  *) echo "gpu_production_modes: PART must be triage, recheck, fill or prime, got '$PART'" >&2; exit 2 ;;
+esac
 if [ -z "${SSDCHECK_GPU_SITE:-}" ]; then
   if [ -f .gpu-bundle/setup.sh ]; then source .gpu-bundle/setup.sh; else echo "gpu_production_modes: no .gpu-bundle/setup.sh; assuming the peers are importable" >&2; fi
 fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$DEST"; : > "$DEST/status.txt"
-PART=${PART:-triage}
 
 step() {   # step NAME LIMIT_S CMD...: its output in DIR/NAME.txt, its exit code in DIR/status.txt
   local name=$1 limit=$2; shift 2
@@ -73,7 +81,7 @@ case "$PART" in
     step tail-vllm-first-config 120 python3 lab/scripts/elementwise_tail.py --impl vllm-first-config --problem "$ALARM" --seeds 2
     pinned states16-vllm-first-config vllm-first-config "$STATES16"
     ;;
-  fill)
+  fill|prime)
     export TOTAL_S=${TOTAL_S:-420}
     export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # as gpu_peers.sh: the prime fills it
     if [ -n "${TILEGYM_TUNING:-}" ]; then
@@ -83,17 +91,19 @@ case "$PART" in
       export SSDCHECK_TILEGYM_TUNING=$DEST/tilegym-tuning/$tg_base.json
       echo "tilegym tuning: $(ls "$DEST/tilegym-tuning" | wc -l) file(s) in $DEST/tilegym-tuning" | tee -a "$DEST/status.txt"
     fi
+    prime_s=${PRIME_S:-240}; [ "$PART" = prime ] && prime_s=${PRIME_S:-560}
     for impl in ${IMPLS:-vllm}; do
       t0=$(date +%s)
       case "$impl" in
         vllm|mamba-ssm|tilegym)   # as shipped: tune the batteries once, the picks shared by the workers
           export TRITON_CACHE_AUTOTUNING=1
           [ "$impl" = mamba-ssm ] && [ "${MAMBA_AUTOTUNE:-1}" = 1 ] && unset MAMBA_DETERMINISTIC
-          timeout "${PRIME_S:-240}" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} \
+          timeout "$prime_s" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} \
             > "$DEST/autotune-prime-$impl.txt" 2>&1
           echo "prime-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
           tail -n 16 "$DEST/autotune-prime-$impl.txt" ;;
       esac
+      [ "$PART" = prime ] && continue
       TOTAL_S=$(( TOTAL_S - ($(date +%s) - t0) )) PART=tests IMPLS="$impl" lab/scripts/gpu_peers.sh --out "$DEST/$impl" \
         > "$DEST/$impl.log" 2>&1
       echo "fill-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
@@ -101,6 +111,5 @@ case "$PART" in
       tail -n 30 "$DEST/$impl/peers/summary.txt" 2>/dev/null
     done
     ;;
-  *) echo "gpu_production_modes: PART must be triage, recheck or fill, got '$PART'" >&2; exit 2 ;;
 esac
 echo "gpu_production_modes: PART=$PART done ($DEST)"; cat "$DEST/status.txt"

@@ -305,3 +305,11 @@ def test_the_toolchain_script_checks_every_part_before_running_any(env, says, tm
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env})
     assert proc.returncode == 2 and says in proc.stderr, proc.stdout + proc.stderr
     assert not (tmp_path / "out").exists()     # nothing ran: not even the gate that came first
+
+
+def test_the_production_modes_script_refuses_an_unknown_part_before_the_setup(tmp_path):
+    script = next(s for s in SCRIPTS if s.name == "gpu_production_modes.sh")
+    proc = subprocess.run(["bash", str(script), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=20, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PART": "fil"})
+    assert proc.returncode == 2 and "PART must be triage, recheck, fill or prime, got 'fil'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists() and "gpu_setup" not in proc.stderr   # neither the setup nor a step ran
