@@ -14,7 +14,6 @@ emits in its place. cuobjdump is not part of the cuTile toolchain: `pip install 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
 import shutil
@@ -22,12 +21,10 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from lab.scripts.toolchain_compare import _init  # noqa: E402
+from lab.scripts import toolchain_compare as tcmp  # noqa: E402
 
 # `/*0070*/   @!P0 FFMA.FTZ R3, R2, R5, -R3 ;`: the address, an optional predicate, the opcode
 _INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
@@ -45,21 +42,6 @@ def diff_table(a: Counter, b: Counter) -> list[str]:
     lines += [f"| {k} | {a[k]} | {b[k]} | {b[k] - a[k]:+d} |" for k in rows]
     lines.append(f"| all instructions | {sum(a.values())} | {sum(b.values())} | {sum(b.values()) - sum(a.values()):+d} |")
     return lines
-
-
-def _cubin(job: tuple[str, str]) -> bytes:
-    from kernels.cutile import compile_matrix as cm  # noqa: PLC0415 - after _init set the toolchain
-    text, arch = job
-    unit = next(u for u in cm.enumerate_matrix() if str(u) == text)
-    buf = io.BytesIO()
-    cm.export(unit, arch, buf)
-    return buf.getvalue()
-
-
-def compile_all(toolchain: str, jobs: list[tuple[str, str]]) -> list[bytes]:
-    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1), mp_context=get_context("spawn"),
-                             initializer=_init, initargs=(toolchain,)) as ex:
-        return list(ex.map(_cubin, jobs))
 
 
 def sass_of(cubin: bytes, cuobjdump: str) -> str:
@@ -85,7 +67,8 @@ def main(argv=None) -> int:
     if not units:
         ap.error(f"--match: no compile_matrix unit contains {args.match!r}")
     jobs = [(u, args.arch) for u in units]
-    cubins = {w: compile_all(t, jobs) for w, t in (("A", args.a), ("B", args.b))}
+    workers = min(len(jobs), os.cpu_count() or 1)
+    cubins = {w: tcmp.run(t, jobs, workers, tcmp.cubin) for w, t in (("A", args.a), ("B", args.b))}
     for i, unit in enumerate(units):
         sass = {w: sass_of(cubins[w][i], args.cuobjdump) for w in ("A", "B")}
         if args.keep:

@@ -40,22 +40,29 @@ def _init(toolchain: str) -> None:
         os.environ.pop("SSDCHECK_TILEIRAS", None)
 
 
-def _compile(job: tuple[str, str]) -> dict:
-    """One (unit text, arch): ok, seconds, error, and the kernel's resources."""
+def cubin(job: tuple[str, str]) -> bytes:
+    """One (unit text, arch) of compile_matrix compiled under the toolchain _init set: its cubin."""
     from kernels.cutile import compile_matrix as cm  # noqa: PLC0415 - after _init set the toolchain
-    from lab.scripts.cubin_resources import resources  # noqa: PLC0415
     text, arch = job
     unit = next(u for u in cm.enumerate_matrix() if str(u) == text)
-    buf, t0 = io.BytesIO(), time.time()
+    buf = io.BytesIO()
+    cm.export(unit, arch, buf)
+    return buf.getvalue()
+
+
+def _compile(job: tuple[str, str]) -> dict:
+    """One (unit text, arch): ok, seconds, error, and the kernel's resources."""
+    from lab.scripts.cubin_resources import resources  # noqa: PLC0415
+    t0 = time.time()
     try:
-        cm.export(unit, arch, buf)
+        blob = cubin(job)
     except Exception as e:  # noqa: BLE001 - reported per unit
         return {"ok": False, "s": time.time() - t0, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
     secs = time.time() - t0
-    res = resources(buf.getvalue())
+    res = resources(blob)
     kern = next((v for k, v in res.items() if "regcount" in v), {})
     smem = sum(v.get("smem", 0) for v in res.values())
-    return {"ok": bool(buf.getvalue()), "s": secs, "error": "", "regcount": kern.get("regcount"),
+    return {"ok": bool(blob), "s": secs, "error": "", "regcount": kern.get("regcount"),
             "frame": kern.get("frame", 0), "smem": smem}
 
 
@@ -68,10 +75,11 @@ def _identity(toolchain: str) -> dict:
     return identity(env)
 
 
-def run(toolchain: str, jobs: list[tuple[str, str]], workers: int) -> list[dict]:
+def run(toolchain: str, jobs: list[tuple[str, str]], workers: int, fn=_compile) -> list:
+    """fn(job) for each (unit text, arch) under `toolchain`, in `workers` processes (default: _compile)."""
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_init,
                              initargs=(toolchain,)) as ex:
-        return list(ex.map(_compile, jobs))
+        return list(ex.map(fn, jobs))
 
 
 def _cell(r: dict) -> str:
