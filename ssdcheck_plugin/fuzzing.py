@@ -4,7 +4,10 @@
 the session a deadline. Each test, when it starts, gets an equal share of the time left; its
 Hypothesis run (fuzz profile: max_examples 100 000) is stopped when the share is used up, unless by
 then every test of the session has started (under xdist: a counter the workers share), when it may
-run on to the deadline.
+run on to the deadline. Nor does a test start an example it should not finish by the deadline: the
+longest of its last three examples predicts the next one (a job's wall-clock limit, a little past the
+deadline, otherwise kills the test mid-example and it ends unfinished, as two of mamba_ssm's did in a
+shipped-mode fill on an H100, 2026-12-07).
 
 How it stops: the plugin wraps the test's `.hypothesis.inner_test` (Hypothesis's documented hook for
 wrapping the test body) so that, past the deadline, the next example raises `FuzzTimeUp` before it
@@ -105,6 +108,7 @@ class TimeBudget:
         self.min_calls = 1                 # never cut before this many: the first replays the saved failure
         self.cut = 0                       # tests stopped by the budget
         self.watchdog = None               # a stall.StallWatchdog told when each example starts and ends
+        self.recent: list[float] = []      # seconds of the current test's last RECENT examples
 
     def start_item(self, now: float | None = None) -> float:
         """Deadline of the test starting now: the time left over the waves of tests still to run.
@@ -123,8 +127,14 @@ class TimeBudget:
         self.started += 1
         self.failure_seen = False
         self.calls = 0
+        self.recent = []
         self.item_deadline = now + max(0.0, self.deadline - now) / waves
         return self.item_deadline
+
+    RECENT = 3   # examples that predict the next: enough to forget the first one's compiles
+
+    def example_took(self, seconds: float) -> None:
+        self.recent = (self.recent + [seconds])[-self.RECENT:]
 
     def expired(self, now: float | None = None) -> bool:
         """Past this test's share, unless every test of the session has started: a share leaves time for
@@ -132,7 +142,11 @@ class TimeBudget:
         cold H200 gate, with more tests than workers, the first wave's shares were half the budget, and
         a compile-bound test was cut at 6 examples while other workers had finished)."""
         now = time.time() if now is None else now
-        if self.failure_seen or self.calls < self.min_calls or now < self.item_deadline:
+        if self.failure_seen or self.calls < self.min_calls:
+            return False
+        if now + max(self.recent, default=0.0) >= self.deadline:
+            return True         # the next example would run past the session's deadline
+        if now < self.item_deadline:
             return False
         return now >= self.share_end()
 
@@ -181,6 +195,7 @@ def wrap_inner_test(test_fn) -> bool:
             budget.calls += 1
             if budget.watchdog is not None:
                 budget.watchdog.example_started()
+            t0 = time.monotonic()
             try:
                 return inner(*args, **kwargs)
             except BaseException as e:
@@ -191,6 +206,7 @@ def wrap_inner_test(test_fn) -> bool:
                     budget.failure_seen = True
                 raise
             finally:
+                budget.example_took(time.monotonic() - t0)
                 if budget.watchdog is not None:
                     budget.watchdog.example_finished()
         return inner(*args, **kwargs)

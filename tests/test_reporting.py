@@ -419,6 +419,52 @@ def test_time_budget_counts_the_whole_sessions_tests_under_xdist(tmp_path):
     assert second == [pytest.approx(100.0)] * 14 and counter.read_text() == "30"
 
 
+def test_a_test_starts_no_example_it_would_not_finish_by_the_deadline():
+    """The longest of the last three examples predicts the next: a job killed a little past the
+    deadline would otherwise end the test unfinished mid-example (mamba_ssm's long-sequence and
+    packing tests, whose examples take 30-70 s, in a shipped-mode fill)."""
+    b = TimeBudget(deadline=100.0, items_total=1)
+    b.start_item(now=0.0)                     # the only test: its share is the whole session
+    b.calls = 1
+    b.example_took(30.0)
+    b.example_took(12.0)
+    assert not b.expired(now=60.0)            # a 30 s example started at 60 ends by 100
+    assert b.expired(now=75.0)                # ... started at 75 it would end at 105
+    for _ in range(3):
+        b.example_took(1.0)                   # the slow one is no longer among the last three
+    assert not b.expired(now=75.0) and b.expired(now=99.5)
+    b.failure_seen = True
+    assert not b.expired(now=99.5)            # never while a failure shrinks
+    b.start_item(now=0.0)
+    assert b.recent == []                     # each test predicts from its own examples
+
+
+def test_a_budgeted_test_ends_by_the_deadline_when_its_examples_are_slow():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ssdcheck_plugin import fuzzing
+
+    @settings(database=None, deadline=None, max_examples=50)
+    @given(st.integers(0, 10))
+    def prop(i):
+        time.sleep(0.4)
+
+    b = TimeBudget(deadline=time.time() + 1.0, items_total=1)
+    b.start_item()
+    fuzzing.wrap_inner_test(prop)
+    fuzzing.activate(b)
+    try:
+        prop()
+    except FuzzTimeUp:
+        pass
+    finally:
+        fuzzing.activate(None)
+    ended = time.time()
+    assert b.calls >= 2 and len(b.recent) >= 2
+    assert ended <= b.deadline, f"the last example ended {ended - b.deadline:.2f} s past the deadline"
+
+
 def test_a_share_stretches_to_the_deadline_once_no_test_is_queued(tmp_path):
     """A share leaves time for the tests not started yet; with all of them started a test past its share
     runs on to the session's deadline, and with one still queued it is cut as before."""
