@@ -132,8 +132,9 @@ def test_the_tracked_tree_names_nothing_of_how_it_was_built():
     assert not found, f"{len(found)} words of the build process in the tree:\n" + "\n".join(found[:80])
 
 
-TREE_BUDGET = 3_800_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
-                          # carries the tree and the bundle (61.4 MB) within 64 MiB, so 3.8 MB leaves 1.9 MB
+TREE_BUDGET = 3_900_000   # bytes of tracked files: issue 22 aimed at 3 MB (2.68 MB when set); a GPU run
+                          # carries the tree and a bundle (61.4 MB, 62.4 MB with tileiras 13.5) within
+                          # 64 MiB (67.1 MB), so 3.9 MB leaves 0.8 MB beside the larger bundle
 
 
 def over_budget(root: Path, paths: list[str], budget: int = TREE_BUDGET) -> str | None:
