@@ -96,6 +96,8 @@ def _count_read(counter: Path) -> int:
 
 
 class TimeBudget:
+    RECENT = 3   # examples that predict the next: enough to forget the first one's compiles
+
     def __init__(self, deadline: float, items_total: int = 0, workers: int = 1, counter: Path | None = None):
         self.deadline = deadline          # time.time() epoch seconds
         self.items_total = items_total
@@ -130,8 +132,6 @@ class TimeBudget:
         self.recent = []
         self.item_deadline = now + max(0.0, self.deadline - now) / waves
         return self.item_deadline
-
-    RECENT = 3   # examples that predict the next: enough to forget the first one's compiles
 
     def example_took(self, seconds: float) -> None:
         self.recent = (self.recent + [seconds])[-self.RECENT:]

@@ -422,7 +422,7 @@ def test_time_budget_counts_the_whole_sessions_tests_under_xdist(tmp_path):
 def test_a_test_starts_no_example_it_would_not_finish_by_the_deadline():
     """The longest of the last three examples predicts the next: a job killed a little past the
     deadline would otherwise end the test unfinished mid-example (mamba_ssm's long-sequence and
-    packing tests, whose examples take 30-70 s, in a shipped-mode fill)."""
+    packing tests in a shipped-mode fill, where an example on a key not tuned yet takes tens of seconds)."""
     b = TimeBudget(deadline=100.0, items_total=1)
     b.start_item(now=0.0)                     # the only test: its share is the whole session
     b.calls = 1
