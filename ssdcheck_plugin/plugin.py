@@ -386,8 +386,10 @@ class SSDState:
         if warmup.wanted(self.config, mode):
             checks = warmup.battery_checks(session.items, compiled_only=mode == "auto")
             if checks:
-                self.warmups[self.worker_id] = {**warmup.warm(checks, warmup.counter_path(self.config)),
-                                                "checks": len(checks)}
+                budget = self.budget
+                self.warmups[self.worker_id] = {**warmup.warm(
+                    checks, warmup.counter_path(self.config), deadline=budget.deadline if budget else None,
+                    watchdog=budget.watchdog if budget else None), "checks": len(checks)}
         workers = precompile.workers_for(self.config)
         problems = precompile.battery_problems(session.items) if workers else []
         if problems:

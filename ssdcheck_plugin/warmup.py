@@ -19,6 +19,13 @@ a compile class of the battery of the backward's options; those problems are the
 H200 one TileGym gradient class cost about a minute of compiling (lab/reports/2026-12-02-backward-h200.md),
 and a lone test compiled its three serially.
 
+Under a time budget the warm-up claims no check once half the time to the session's deadline is spent,
+nor one that the longest of its checks so far says would end past that point: it is an optimization
+that must leave the tests their time. TileGym as shipped (its exhaustive search for every new shape)
+spent a whole 457 s budget of 16 workers in the warm-up, and no test started
+(lab/reports/2026-12-07-shipped-fills-and-peer-ttf.md). A check that runs on has the stall watchdog's
+hang timer over it, as an example has, so a wedged check leaves its stack.
+
 It runs under xdist with more than one worker, on a GPU, for implementations that declare a compile key
 (`--ssd-warm-battery auto`, the default), and never with -x/--maxfail: a fail-fast run wants its first
 example at once. `on` warms every implementation's battery wherever there are workers (tests use it on
@@ -105,25 +112,51 @@ def counter_path(config) -> Path:
     return Path(tempfile.gettempdir()) / f"ssdcheck-warm-{config.workerinput['testrunuid']}"
 
 
-def warm(checks, counter: Path, run_check=None, log=sys.stderr) -> dict:
-    """Claim and run checks until none is left (the claims shared through `counter`): {"ran": n, "seconds": s,
-    "raised": "<the first check that raised>" or None}. A check that raises stops this worker's warm-up
-    (its test will report the failure; a crashed kernel may have left the CUDA context unusable)."""
+SHARE = 0.5     # of the time to the session's deadline, at most, for the warm-up
+SLOW_S = 30.0   # a check that took this long is named in the log as it ends
+
+
+def warm(checks, counter: Path, run_check=None, log=sys.stderr, deadline: float | None = None,
+         watchdog=None, clock=time.time) -> dict:
+    """Claim and run checks until none is left (the claims shared through `counter`) or, with a session
+    `deadline` (time.time() seconds), until the next check would end past the warm-up's SHARE of the time
+    to it: {"ran": n, "seconds": s, "raised": "<the first check that raised>" or None, "stopped_for_time":
+    bool}. A check that raises stops this worker's warm-up (its test will report the failure; a crashed
+    kernel may have left the CUDA context unusable). `watchdog` (stall.StallWatchdog) times each check
+    as an example."""
     from kernels.registry import lookup
     from properties import gradients, invariants
     from ssdcheck_plugin.fuzzing import _count_start
     props = {**invariants.PROPERTIES, **gradients.GRAD_PROPERTIES}
     run_check = run_check or (lambda impl, prop, problem: props[prop](lookup(impl), problem))
-    t0, ran, raised = time.time(), 0, None
-    while (i := _count_start(counter)) < len(checks):
+    t0, ran, raised, longest, timed_out = clock(), 0, None, 0.0, False
+    until = None if deadline is None else t0 + SHARE * max(0.0, deadline - t0)
+    while True:
+        if until is not None and clock() + longest >= until:
+            timed_out = True   # checked before claiming: an unclaimed check stays for the next worker's test
+            break
+        if (i := _count_start(counter)) >= len(checks):
+            break
         impl, prop, problem = checks[i]
+        if watchdog is not None:
+            watchdog.nodeid = f"battery warm-up: {prop} on {impl}"
+            watchdog.example_started()
+        start = clock()
         try:
             run_check(impl, prop, problem)
         except Exception as e:   # noqa: BLE001 (the test reruns this check and reports it)
             raised = f"{prop} on {problem!r}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             break
+        finally:
+            if watchdog is not None:
+                watchdog.example_finished()
+        took = clock() - start
+        longest = max(longest, took)
+        if took >= SLOW_S:
+            print(f"ssdcheck battery warm-up: {prop} on {impl} took {took:.0f} s: {problem!r}", file=log, flush=True)
         ran += 1
-    out = {"ran": ran, "seconds": round(time.time() - t0, 1), "raised": raised}
+    out = {"ran": ran, "seconds": round(clock() - t0, 1), "raised": raised, "stopped_for_time": timed_out}
     print(f"ssdcheck battery warm-up: ran {ran} of {len(checks)} battery checks in {out['seconds']} s"
-          + (f"; stopped: {raised}" if raised else ""), file=log, flush=True)
+          + (f"; stopped: {raised}" if raised else "")
+          + ("; stopped: half the time to the deadline spent" if timed_out else ""), file=log, flush=True)
     return out

@@ -90,6 +90,63 @@ def test_a_check_that_raises_stops_the_workers_warmup(tmp_path):
     assert out["ran"] == 1 and "illegal memory access" in out["raised"]
 
 
+class _Clock:
+    """A clock that a check advances by its own length."""
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_under_a_budget_the_warmup_leaves_the_tests_their_time(tmp_path):
+    """With a deadline 100 s away, 20 s checks: the warm-up runs two (to 40 s), does not claim a third
+    that would end past its half (60 s > 50 s), and leaves the other checks unclaimed for the tests.
+    Without a deadline (the broken input: TileGym's shipped warm-up spent a whole budget) it runs all."""
+    import io
+    clock, ran = _Clock(), []
+
+    def check(impl, prop, n):
+        ran.append(n)
+        clock.t += 20.0
+    checks = [("i", "p", n) for n in range(10)]
+    log = io.StringIO()
+    out = warmup.warm(checks, tmp_path / "c", run_check=check, log=log, deadline=clock.t + 100.0, clock=clock)
+    assert ran == [0, 1] and out["stopped_for_time"] and out["seconds"] == 40.0, (ran, out)
+    assert "half the time to the deadline" in log.getvalue()
+    from ssdcheck_plugin.fuzzing import _count_read
+    assert _count_read(tmp_path / "c") == 2   # the checks not run are not claimed either
+    ran.clear()
+    out = warmup.warm(checks, tmp_path / "d", run_check=check, log=io.StringIO(), clock=clock)
+    assert ran == list(range(10)) and not out["stopped_for_time"]
+
+
+def test_a_slow_warmup_check_is_named_and_timed_by_the_watchdog(tmp_path):
+    """A check of 45 s is named in the log with its problem, and the stall watchdog's hang timer is
+    armed over each check under a name that says it is the warm-up (a wedged check leaves its stack)."""
+    import io
+    clock, seen = _Clock(), []
+
+    class Watch:
+        nodeid = ""
+
+        def example_started(self):
+            seen.append(("start", self.nodeid))
+
+        def example_finished(self):
+            seen.append(("end", self.nodeid))
+
+    def check(impl, prop, n):
+        clock.t += 45.0 if n == 1 else 1.0
+    log = io.StringIO()
+    warmup.warm([("tilegym", "prop_linearity", 0), ("tilegym", "prop_linearity", 1)], tmp_path / "c",
+                run_check=check, log=log, watchdog=Watch(), clock=clock)
+    assert seen == [("start", "battery warm-up: prop_linearity on tilegym"),
+                    ("end", "battery warm-up: prop_linearity on tilegym")] * 2
+    slow = [line for line in log.getvalue().splitlines() if " took " in line]
+    assert slow == ["ssdcheck battery warm-up: prop_linearity on tilegym took 45 s: 1"], log.getvalue()
+
+
 def test_a_gradient_check_runs_its_gradient_property(tmp_path):
     """warm()'s default runner finds a gradient property among the gradient properties (torch-ref on
     the CPU, its battery warmed as `--ssd-warm-battery on` would)."""
