@@ -68,11 +68,24 @@ def battery_checks(items, compiled_only: bool = True) -> list[tuple[str, str, ob
     """(implementation, property, battery problem) of every collected property test, each once, sized as
     the test sizes it (GPU or CPU); the checks against the oracle first (their compiles are the base
     classes every other check shares). compiled_only: only implementations that declare a compile key."""
+    return _checks(filter(None, map(check_of, items)), compiled_only)
+
+
+def forward_checks(impl: str) -> list[tuple[str, str, object]]:
+    """The checks battery_checks derives from a collection of tests/test_properties.py for `impl`, without
+    collecting it: every forward property's triage battery, and the model-layer battery of each of its
+    dtypes (for a prime that runs them before the suite, lab/scripts/gpu_autotune_prime.py --checks)."""
     from kernels.registry import lookup
     from properties import invariants
+    wanted = [(impl, prop, None, None) for prop in invariants.PROPERTIES]
+    wanted += [(impl, "prop_matches_oracle", "model", d) for d in lookup(impl).dtypes]
+    return _checks(wanted, compiled_only=False)
+
+
+def _checks(wanted, compiled_only: bool) -> list[tuple[str, str, object]]:
+    from kernels.registry import lookup
     seen, out = set(), []
-    for check in filter(None, map(check_of, items)):
-        impl, prop, regime, dtype = check
+    for impl, prop, regime, dtype in wanted:
         info = lookup(impl)
         if compiled_only and info.compile_key is None:
             continue

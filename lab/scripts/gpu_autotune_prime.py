@@ -15,6 +15,12 @@ every option on: the Triton peers key their autotune on those (and the dtypes), 
 of a whole fill find their picks made; a variant without an option then compiles only the chosen
 config. TileGym searches per shape, so --menu compiles its candidates for the menu and no more.
 
+With --checks it then runs the battery checks the suite's warm-up and each test's battery run
+(ssdcheck_plugin/warmup.py forward_checks), each in its own process. Their derived runs (splits,
+batches, packed sequences) are shapes of their own: in a fill of TileGym as shipped, 8 warm-up checks
+were each still in `_compute_out`'s search of such a shape, compiling candidates, after 180 s, and the
+workers held every test meanwhile (lab/reports/2026-12-07-shipped-fills-and-peer-ttf.md).
+
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl vllm   # a CUDA GPU, the peer
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl mamba-ssm --menu
 """
@@ -75,17 +81,39 @@ def problems(name: str, menu: bool = False) -> list:
     return list(dict.fromkeys(out))
 
 
-def prime(job: tuple[str, int]) -> str:
+def jobs_of(name: str, menu: bool = False, checks: bool = False) -> list[tuple]:
+    """("call", problem) for each problem, then (checks) ("check", property, problem) for each battery check."""
+    out = [("call", p) for p in problems(name, menu)]
+    if checks:
+        from ssdcheck_plugin.warmup import forward_checks
+        out += [("check", prop, p) for _, prop, p in forward_checks(name)]
+    return out
+
+
+def prime(job: tuple) -> str:
     import torch
-    from kernels.registry import lookup
+    from kernels.registry import UnsupportedProblem, lookup
     from properties import invariants
-    name, menu, i = job
-    info, p = lookup(name), problems(name, menu)[i]
+    name, menu, checks, i = job
+    info, todo = lookup(name), jobs_of(name, menu, checks)[i]
+    p = todo[-1]
+    what = (f"{p.dtype:8} chunk {p.chunk_size:3} headdim {p.headdim:3} dstate {p.dstate:3} nheads {p.nheads:2}: "
+            + ("first call" if todo[0] == "call" else todo[1]))
     t = time.monotonic()
-    info.fn(**invariants.call_inputs(info, p))
+    try:
+        if todo[0] == "call":
+            info.fn(**invariants.call_inputs(info, p))
+        else:
+            invariants.PROPERTIES[todo[1]](info, p)
+    except UnsupportedProblem as e:
+        return f"{what}: unsupported ({e})"
+    except Exception as e:   # noqa: BLE001 (a check that fails: the suite reports it; the prime only compiles)
+        if todo[0] == "call":
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        return f"{what}: {type(e).__name__} after {time.monotonic() - t:.1f} s ({first})"
     torch.cuda.synchronize()
-    return (f"{p.dtype:8} chunk {p.chunk_size:3} headdim {p.headdim:3} dstate {p.dstate:3} nheads {p.nheads:2}: "
-            f"first call {time.monotonic() - t:6.1f} s")
+    return f"{what} {time.monotonic() - t:6.1f} s"
 
 
 def main(argv=None) -> int:
@@ -93,16 +121,18 @@ def main(argv=None) -> int:
     ap.add_argument("--impl", default="vllm", help="a registered peer in its shipped mode (vllm, mamba-ssm, tilegym)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once (default: one per core)")
     ap.add_argument("--menu", action="store_true", help="also one problem per key of the GPU menu (see above)")
+    ap.add_argument("--checks", action="store_true", help="then the battery checks the suite runs first (see above)")
     ap.add_argument("--list", action="store_true", help="print the problems and exit (no GPU needed)")
     args = ap.parse_args(argv)
-    todo = problems(args.impl, args.menu)
+    todo = jobs_of(args.impl, args.menu, args.checks)
     if args.list:
-        print("\n".join(map(repr, todo)) + f"\n{len(todo)} problems")
+        print("\n".join(repr(j[1]) if j[0] == "call" else f"{j[1]} {j[2]!r}" for j in todo)
+              + f"\n{len(todo)} problems")
         return 0
     t = time.monotonic()
     jobs = max(1, min(args.jobs, len(todo)))
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        for line in pool.imap_unordered(prime, [(args.impl, args.menu, i) for i in range(len(todo))]):
+        for line in pool.imap_unordered(prime, [(args.impl, args.menu, args.checks, i) for i in range(len(todo))]):
             print(line, flush=True)
     print(f"{args.impl}: {len(todo)} problems tuned in {time.monotonic() - t:.1f} s, {jobs} at once", flush=True)
     return 0

@@ -19,10 +19,12 @@
 #                Triton's picks shared through TRITON_CACHE_AUTOTUNING=1, TileGym's compiles through
 #                the shared cuTile cache of gpu_peers.sh); PRIME_MENU=1 also tunes one problem per key of
 #                the GPU menu (`--menu`: 120 for the Triton peers), so the drawn problems find their picks
-#                made. TILEGYM_TUNING=FILE: TileGym's search choices
-#                from earlier runs (kernels/peers/tilegym_tuning.py), copied with its sibling files into
-#                DIR/tilegym-tuning/, where the workers add theirs: a later fill passes that folder's
-#                FILE back and skips every search already made.
+#                made; PRIME_CHECKS=1 then runs the battery checks the warm-up and each test's battery
+#                run (`--checks`: their derived runs are shapes TileGym searches anew).
+#                TILEGYM_TUNING=FILE: TileGym's search choices from earlier runs
+#                (kernels/peers/tilegym_tuning.py), copied with its sibling files into DIR/tilegym-tuning/,
+#                where the workers add theirs: a later fill passes that folder's FILE back and skips every
+#                search already made.
 #   PART=prime   only the prime of each of IMPLS (PRIME_S=560 each), for a fill in the next call on the
 #                same host: TileGym's candidates for the GPU menu take longer to compile (~110 s a key
 #                with 16 at once) than one call can hold beside the fill. The caches stay where the
@@ -98,7 +100,7 @@ case "$PART" in
         vllm|mamba-ssm|tilegym)   # as shipped: tune the batteries once, the picks shared by the workers
           export TRITON_CACHE_AUTOTUNING=1
           [ "$impl" = mamba-ssm ] && [ "${MAMBA_AUTOTUNE:-1}" = 1 ] && unset MAMBA_DETERMINISTIC
-          timeout "$prime_s" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} \
+          timeout "$prime_s" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} ${PRIME_CHECKS:+--checks} \
             > "$DEST/autotune-prime-$impl.txt" 2>&1
           echo "prime-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
           tail -n 16 "$DEST/autotune-prime-$impl.txt" ;;

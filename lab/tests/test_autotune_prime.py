@@ -27,3 +27,34 @@ def test_list_prints_the_problems_without_a_gpu(capsys):
     assert prime.main(["--impl", "tilegym", "--menu", "--list"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == f"{len(out) - 1} problems" and all(line.startswith("SSDProblem(") for line in out[:-1])
+
+
+def test_checks_are_the_battery_checks_the_suite_runs_first(tmp_path):
+    """--checks primes what the warm-up and each test's battery run: warmup.forward_checks equals the
+    checks battery_checks derives from a real collection of tests/test_properties.py."""
+    import subprocess
+    import sys
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    script = tmp_path / "collect.py"
+    script.write_text(
+        "import pytest, sys\n"
+        "class P:\n"
+        "    def pytest_collection_finish(self, session):\n"
+        "        from ssdcheck_plugin import warmup\n"
+        "        got = set(warmup.battery_checks(session.items, compiled_only=False))\n"
+        "        want = set(warmup.forward_checks('tilegym'))\n"
+        "        print('SAME' if got == want and got else f'DIFFER {len(got)} {len(want)}', got ^ want)\n"
+        "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', 'tests/test_properties.py',\n"
+        "             '--impl', 'tilegym'], plugins=[P()])\n")
+    out = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240)
+    assert "SAME" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_list_with_checks_names_each_check_after_the_problems(capsys):
+    assert prime.main(["--impl", "tilegym", "--checks", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    calls = [line for line in out[:-1] if line.startswith("SSDProblem(")]
+    checks = [line for line in out[:-1] if line.startswith("prop_")]
+    assert calls and checks and len(calls) + len(checks) == len(out) - 1
+    assert out[:len(calls)] == calls                     # the first calls first, then the checks
+    assert {c.split()[0] for c in checks} >= {"prop_matches_oracle", "prop_split_invariance", "prop_causality"}
