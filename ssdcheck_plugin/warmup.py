@@ -125,6 +125,11 @@ def counter_path(config) -> Path:
     return Path(tempfile.gettempdir()) / f"ssdcheck-warm-{config.workerinput['testrunuid']}"
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message ("" for none), for one-line logs."""
+    return str(e).splitlines()[0] if str(e) else ""
+
+
 SHARE = 0.5     # of the time to the session's deadline, at most, for the warm-up
 SLOW_S = 30.0   # a check that took this long is named in the log as it ends
 
@@ -158,7 +163,7 @@ def warm(checks, counter: Path, run_check=None, log=sys.stderr, deadline: float 
         try:
             run_check(impl, prop, problem)
         except Exception as e:   # noqa: BLE001 (the test reruns this check and reports it)
-            raised = f"{prop} on {problem!r}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            raised = f"{prop} on {problem!r}: {type(e).__name__}: {first_line(e)}"
             break
         finally:
             if watchdog is not None:

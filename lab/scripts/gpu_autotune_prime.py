@@ -94,8 +94,8 @@ def prime(job: tuple) -> str:
     import torch
     from kernels.registry import UnsupportedProblem, lookup
     from properties import invariants
-    name, menu, checks, i = job
-    info, todo = lookup(name), jobs_of(name, menu, checks)[i]
+    name, todo = job
+    info = lookup(name)
     p = todo[-1]
     what = (f"{p.dtype:8} chunk {p.chunk_size:3} headdim {p.headdim:3} dstate {p.dstate:3} nheads {p.nheads:2}: "
             + ("first call" if todo[0] == "call" else todo[1]))
@@ -110,8 +110,8 @@ def prime(job: tuple) -> str:
     except Exception as e:   # noqa: BLE001 (a check that fails: the suite reports it; the prime only compiles)
         if todo[0] == "call":
             raise
-        first = str(e).splitlines()[0] if str(e) else ""
-        return f"{what}: {type(e).__name__} after {time.monotonic() - t:.1f} s ({first})"
+        from ssdcheck_plugin.warmup import first_line
+        return f"{what}: {type(e).__name__} after {time.monotonic() - t:.1f} s ({first_line(e)})"
     torch.cuda.synchronize()
     return f"{what} {time.monotonic() - t:6.1f} s"
 
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     t = time.monotonic()
     jobs = max(1, min(args.jobs, len(todo)))
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        for line in pool.imap_unordered(prime, [(args.impl, args.menu, args.checks, i) for i in range(len(todo))]):
+        for line in pool.imap_unordered(prime, [(args.impl, job) for job in todo]):
             print(line, flush=True)
     print(f"{args.impl}: {len(todo)} problems tuned in {time.monotonic() - t:.1f} s, {jobs} at once", flush=True)
     return 0
