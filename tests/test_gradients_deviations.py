@@ -190,14 +190,11 @@ def test_the_finding_script_computes_the_math():
 
 
 def _wheel_file(tmp_path) -> Path:
-    import zipfile
-    from kernels.peers.sources import PeerSourceMissing, peer_file
+    from kernels.peers.sources import PeerSourceMissing, unpack_wheel
     try:
-        wheel = peer_file("tilegym")
+        return Path(unpack_wheel("tilegym", tmp_path)) / "tilegym"
     except PeerSourceMissing as e:
         pytest.skip(str(e))
-    zipfile.ZipFile(wheel).extractall(tmp_path)
-    return tmp_path / "tilegym"
 
 
 def test_the_root_cause_line_is_where_the_finding_says_and_the_fix_applies_to_a_copy(tmp_path):

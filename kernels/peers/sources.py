@@ -50,4 +50,15 @@ def peer_file(peer: str) -> str:
     return path
 
 
-__all__ = ["ENV", "FILES", "PeerSourceMissing", "peer_file", "peers_dir"]
+def unpack_wheel(peer: str, dest) -> str:
+    """Unpack `peer`'s published wheel (TileGym's) into folder `dest`, which then goes on sys.path to
+    import it; returns `dest` (PeerSourceMissing if the wheel is absent)."""
+    import zipfile
+    path = peer_file(peer)
+    if not path.endswith(".whl"):
+        raise ValueError(f"peer: {peer} is published as {FILES[peer]}, not a wheel")
+    zipfile.ZipFile(path).extractall(dest)
+    return str(dest)
+
+
+__all__ = ["ENV", "FILES", "PeerSourceMissing", "peer_file", "peers_dir", "unpack_wheel"]

@@ -80,7 +80,8 @@ import torch
 
 from kernels.contract import unpack_returns
 from kernels.peers import PeerUnavailable, require_cuda
-from kernels.registry import Backward, Deviation, KernelInfo, UnsupportedProblem, check_call, jit_specialization_key
+from kernels.registry import (Backward, Deviation, KernelInfo, Precompile, UnsupportedProblem, check_call,
+                              jit_specialization_key)
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 TUNING_ENV = "SSDCHECK_TILEGYM_TUNING"   # a tuning file: TileGym's search runs once per shape across runs
@@ -88,18 +89,23 @@ NHEADS_MULTIPLE_OF = 4
 _peer_fn = None
 
 
+def _peer_module():
+    """TileGym's mamba2 module, imported (PeerUnavailable saying what to install if it cannot be)."""
+    import importlib
+    try:
+        return importlib.import_module(PEER_MODULE)
+    except Exception as e:  # ImportError, or cuda.tile failing to initialise without a GPU
+        raise PeerUnavailable(
+            f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install tilegym 1.5.1 "
+            f"(pip install tilegym==1.5.1, or its wheel from $SSDCHECK_PEERS_DIR) and cuda-tile; on a "
+            f"GPU host `source .gpu-bundle/setup.sh` does both (docs/gpu-host.md)") from e
+
+
 def _load():
     """tilegym's mamba2_chunk_forward, imported at the first call."""
     global _peer_fn
     if _peer_fn is None:
-        try:
-            import importlib
-            module = importlib.import_module(PEER_MODULE)
-        except Exception as e:  # ImportError, or cuda.tile failing to initialise without a GPU
-            raise PeerUnavailable(
-                f"tilegym: cannot import {PEER_MODULE} ({type(e).__name__}: {e}). Install tilegym 1.5.1 "
-                f"(pip install tilegym==1.5.1, or its wheel from $SSDCHECK_PEERS_DIR) and cuda-tile; on a "
-                f"GPU host `source .gpu-bundle/setup.sh` does both (docs/gpu-host.md)") from e
+        module = _peer_module()
         tuning = os.environ.get(TUNING_ENV)
         if tuning:   # TileGym's own choices, kept across processes (kernels/peers/tilegym_tuning.py)
             from kernels.peers import tilegym_tuning  # noqa: PLC0415
@@ -171,22 +177,19 @@ def tilegym_first_config_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_
                         return_final_states=return_final_states, return_varlen_states=return_varlen_states)
 
 
-def _forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
-             seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-             return_final_states=False, return_varlen_states=False):
-    """mamba_chunk_scan_combined on TileGym. Returns out, or (out, final_states) with final_states fp32.
+def _peer_args(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+               seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+               return_final_states=False, return_varlen_states=False):
+    """mamba2_chunk_forward's arguments for a call under the contract's names: (positional, keyword).
 
     x (b,l,h,p), dt (b,l,h) already >= 0, A (h), B, C (b,l,g,n), D (h), initial_states (b,h,p,n).
-    Everything is validated (and anything TileGym lacks rejected, naming the argument) before the
-    peer is imported, so the errors are the same on a machine without it.
+    Everything is validated (and anything TileGym lacks rejected, naming the argument) here, before
+    the peer is imported, so the errors are the same on a machine without it.
     """
     check_call(INFO, x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
                seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
                return_final_states=return_final_states, return_varlen_states=return_varlen_states)
     _check_shape_rules(x, B)
-    require_cuda("tilegym", x)
-    forward = _load()
-
     b, _, h, p = x.shape
     n = B.shape[3]
     d = _zeros((h,), x.device) if D is None else D.float().contiguous()
@@ -194,8 +197,20 @@ def _forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_s
         init_state = _zeros((b, h, p, n), x.device)
     else:
         init_state = initial_states.float().contiguous()
-    out, final_state = forward(x.contiguous(), A.float().contiguous(), B.contiguous(), C.contiguous(), d,
-                               dt.contiguous(), init_state, chunk_size=chunk_size)
+    return ((x.contiguous(), A.float().contiguous(), B.contiguous(), C.contiguous(), d, dt.contiguous(), init_state),
+            {"chunk_size": chunk_size})
+
+
+def _forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+             seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+             return_final_states=False, return_varlen_states=False):
+    """mamba_chunk_scan_combined on TileGym (_peer_args). Returns out, or (out, final_states) with
+    final_states fp32."""
+    args, kwargs = _peer_args(x, dt, A, B, C, chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+                              seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_softplus=dt_softplus, dt_limit=dt_limit,
+                              return_final_states=return_final_states, return_varlen_states=return_varlen_states)
+    require_cuda("tilegym", x)
+    out, final_state = _load()(*args, **kwargs)
     return unpack_returns(out, final_state, None, return_final_states, False)
 
 
@@ -282,6 +297,25 @@ ZERO_DT_DDT = Deviation(
 )
 
 
+def _precompile_plan(autotune_on: bool = True, **kwargs):
+    """Every compile tilegym_forward(**kwargs) makes (CPU tensors), its searches' candidates included
+    (`autotune_on`; kernels/peers/tilegym_precompile.py)."""
+    from kernels.peers import tilegym_precompile  # noqa: PLC0415 (cuda.tile and TileGym load only here)
+    args, peer_kwargs = _peer_args(**kwargs)
+    with autotune(autotune_on):   # a planning process never installs a tuning file (_load): that asks the GPU
+        return tilegym_precompile.plan(_peer_module(), args, peer_kwargs)
+
+
+def _precompile_plan_first_config(**kwargs):
+    """_precompile_plan for the first-config mode: the first config of each search space."""
+    return _precompile_plan(False, **kwargs)
+
+
+def _precompile_build(job, arch):
+    from kernels.peers import tilegym_precompile  # noqa: PLC0415
+    return tilegym_precompile.build(_peer_module(), job, arch)
+
+
 INFO = KernelInfo(
     name="tilegym",
     fn=tilegym_forward,
@@ -298,6 +332,7 @@ INFO = KernelInfo(
     state_dtype="input",
     matmul="tf32",
     compile_key=compile_key,
+    precompile=Precompile(plan=_precompile_plan, build=_precompile_build),
     bitwise_batch_invariant=False,
     deterministic=True,
     deviations=(ZERO_DT_DDT,),
@@ -314,6 +349,7 @@ INFO = KernelInfo(
 )
 
 FIRST_CONFIG = INFO.replace(name="tilegym-first-config", fn=tilegym_first_config_forward,
+                            precompile=Precompile(plan=_precompile_plan_first_config, build=_precompile_build),
                             notes=INFO.notes + "; TILEGYM_DISABLE_AUTOTUNE=1 (first config of each search space)")
 
 __all__ = ["FIRST_CONFIG", "INFO", "ZERO_DT_DDT", "skips_tokens", "tilegym_forward", "tilegym_first_config_forward",

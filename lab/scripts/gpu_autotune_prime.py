@@ -21,12 +21,22 @@ batches, packed sequences) are shapes of their own: in a fill of TileGym as ship
 were each still in `_compute_out`'s search of such a shape, compiling candidates, after 180 s, and the
 workers held every test meanwhile (lab/reports/2026-12-07-shipped-fills-and-peer-ttf.md).
 
+With --precompile, before any of that, an implementation that declares KernelInfo.precompile
+(cutile, TileGym) has every compile of those calls and checks built at once, each once, one process
+per core, into the shared cuTile cache. TileGym's search launches its candidates one after another,
+and its chunk-128 output kernel takes 20-40 s a compile (seen on a 2-core CPU host: 18.7-40.1 s for
+six of them), so one process searching one such shape compiles for half an hour, while the whole
+triage battery's ~1,000 distinct candidates (128 of them that kernel) divide over every core.
+The calls a check derives (splits, batches, packed sequences) are found on the CPU: the check runs
+with the implementation's calls recorded and torch-ref answering them (recorded_checks).
+
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl vllm   # a CUDA GPU, the peer
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl mamba-ssm --menu
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import multiprocessing
 import os
@@ -90,6 +100,71 @@ def jobs_of(name: str, menu: bool = False, checks: bool = False) -> list[tuple]:
     return out
 
 
+def plan_one(job: tuple) -> tuple[list, str]:
+    """(the precompile jobs of every call of `name`'s forward that `todo` makes, a line saying so): a
+    ("call", problem) its one call; a ("check", property, problem) the property run on the CPU with the
+    implementation's declared capabilities, each call planned (which refuses what the implementation
+    refuses, as the implementation would) and answered by torch-ref. A check that stops early (a
+    derivation the implementation refuses, or one torch-ref does not pass) gives the calls it made."""
+    from kernels.registry import UnsupportedProblem, lookup
+    from properties import invariants
+    name, todo = job
+    info = lookup(name)
+    reference, jobs, calls = lookup("torch-ref").fn, [], []
+
+    def planned(**kwargs):
+        jobs.extend(j for j in info.precompile.plan(**kwargs) if j not in jobs)
+        calls.append(1)
+        return reference(**kwargs)
+
+    try:
+        if todo[0] == "call":
+            planned(**todo[1].inputs("cpu"))
+        else:
+            invariants.PROPERTIES[todo[1]](info.replace(fn=planned, device="cpu"), todo[2])
+    except (UnsupportedProblem, AssertionError):
+        pass
+    return jobs, f"{todo[0]} {todo[1] if todo[0] == 'check' else ''}: {len(calls)} calls, {len(jobs)} compiles"
+
+
+def build_one(job: tuple) -> tuple[float, str | None]:
+    """(seconds, error or None) of building one precompile job."""
+    from kernels.registry import lookup
+    from ssdcheck_plugin.warmup import first_line
+    name, item, arch = job
+    t = time.monotonic()
+    try:
+        lookup(name).precompile.build(item, arch)
+    except Exception as e:   # noqa: BLE001 (a compile that fails here fails in the search too: reported)
+        return time.monotonic() - t, f"{type(e).__name__}: {first_line(e)}"
+    return time.monotonic() - t, None
+
+
+def precompile(name: str, todo: list, processes: int, arch: str, build: bool = True) -> list:
+    """Plan every call of `todo`, then (build) build each distinct compile once for `arch`, `processes` at
+    once; prints what it did and returns the distinct jobs."""
+    t = time.monotonic()
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        planned = []
+        for found, line in pool.imap(plan_one, [(name, j) for j in todo]):
+            planned += found
+            print(line, flush=True)
+        distinct = list(dict.fromkeys(planned))
+        kinds = ", ".join(f"{k} {n}" for k, n in collections.Counter(j[0] for j in distinct).most_common())
+        print(f"{name}: {len(todo)} calls and checks planned, {len(planned)} compiles, {len(distinct)} distinct "
+              f"({kinds}), in {time.monotonic() - t:.1f} s", flush=True)
+        if not build:
+            return distinct
+        t, errors, seconds = time.monotonic(), [], 0.0
+        for s, error in pool.imap_unordered(build_one, [(name, j, arch) for j in distinct]):
+            seconds += s
+            if error:
+                errors.append(error)
+    print(f"{name}: built {len(distinct) - len(errors)} of {len(distinct)} compiles in {time.monotonic() - t:.1f} s "
+          f"({seconds:.0f} s of compiling, {processes} at once)" + (f"; errors: {errors[:3]}" if errors else ""), flush=True)
+    return distinct
+
+
 def prime(job: tuple) -> str:
     import torch
     from kernels.registry import UnsupportedProblem, lookup
@@ -122,15 +197,24 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once (default: one per core)")
     ap.add_argument("--menu", action="store_true", help="also one problem per key of the GPU menu (see above)")
     ap.add_argument("--checks", action="store_true", help="then the battery checks the suite runs first (see above)")
-    ap.add_argument("--list", action="store_true", help="print the problems and exit (no GPU needed)")
+    ap.add_argument("--precompile", action="store_true",
+                    help="first build every compile of those calls and checks, each once, on every core (see above)")
+    ap.add_argument("--list", action="store_true", help="print the problems and exit (no GPU needed); with "
+                    "--precompile, plan the compiles too and print their count")
     args = ap.parse_args(argv)
     todo = jobs_of(args.impl, args.menu, args.checks)
+    jobs = max(1, min(args.jobs, len(todo)))
+    if args.precompile:
+        from kernels.registry import lookup
+        if lookup(args.impl).precompile is None:
+            ap.error(f"--precompile: {args.impl} declares no KernelInfo.precompile")
+        from ssdcheck_plugin.precompile import gpu_arch
+        precompile(args.impl, todo, max(1, args.jobs), gpu_arch(), build=not args.list)
     if args.list:
         print("\n".join(repr(j[1]) if j[0] == "call" else f"{j[1]} {j[2]!r}" for j in todo)
               + f"\n{len(todo)} problems")
         return 0
     t = time.monotonic()
-    jobs = max(1, min(args.jobs, len(todo)))
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
         for line in pool.imap_unordered(prime, [(args.impl, job) for job in todo]):
             print(line, flush=True)

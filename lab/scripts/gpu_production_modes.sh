@@ -20,7 +20,9 @@
 #                the shared cuTile cache of gpu_peers.sh); PRIME_MENU=1 also tunes one problem per key of
 #                the GPU menu (`--menu`: 120 for the Triton peers), so the drawn problems find their picks
 #                made; PRIME_CHECKS=1 then runs the battery checks the warm-up and each test's battery
-#                run (`--checks`: their derived runs are shapes TileGym searches anew).
+#                run (`--checks`: their derived runs are shapes TileGym searches anew); PRIME_PRECOMPILE=1
+#                first builds every compile of those calls and checks, each once, on every core
+#                (`--precompile`: TileGym's search candidates, which a search compiles one by one).
 #                TILEGYM_TUNING=FILE: TileGym's search choices from earlier runs
 #                (kernels/peers/tilegym_tuning.py), copied with its sibling files into DIR/tilegym-tuning/,
 #                where the workers add theirs: a later fill passes that folder's FILE back and skips every
@@ -101,6 +103,7 @@ case "$PART" in
           export TRITON_CACHE_AUTOTUNING=1
           [ "$impl" = mamba-ssm ] && [ "${MAMBA_AUTOTUNE:-1}" = 1 ] && unset MAMBA_DETERMINISTIC
           timeout "$prime_s" python3 lab/scripts/gpu_autotune_prime.py --impl "$impl" ${PRIME_MENU:+--menu} ${PRIME_CHECKS:+--checks} \
+            ${PRIME_PRECOMPILE:+--precompile} \
             > "$DEST/autotune-prime-$impl.txt" 2>&1
           echo "prime-$impl rc=$? $(( $(date +%s) - t0 ))s" | tee -a "$DEST/status.txt"
           tail -n 16 "$DEST/autotune-prime-$impl.txt" ;;

@@ -19,21 +19,17 @@ import os
 import sys
 import tempfile
 import time
-import zipfile
 
 if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):
     print(__doc__)
     sys.exit(0 if sys.argv[1:] else 2)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 if importlib.util.find_spec("tilegym") is None:
-    from kernels.peers.sources import PeerSourceMissing, peer_file
+    from kernels.peers.sources import PeerSourceMissing, unpack_wheel
     try:
-        wheel = peer_file("tilegym")
+        sys.path.insert(0, unpack_wheel("tilegym", tempfile.mkdtemp(prefix="tilegym-")))
     except PeerSourceMissing as e:
         sys.exit(f"tilegym_compile_probe: TileGym is not importable and its wheel was not found: {e}")
-    site = tempfile.mkdtemp(prefix="tilegym-")
-    zipfile.ZipFile(wheel).extractall(site)
-    sys.path.insert(0, site)
 
 import cuda.tile as ct
 from cuda.tile.compilation import ArrayConstraint, KernelSignature, CallingConvention, export_kernel

@@ -58,3 +58,32 @@ def test_list_with_checks_names_each_check_after_the_problems(capsys):
     assert calls and checks and len(calls) + len(checks) == len(out) - 1
     assert out[:len(calls)] == calls                     # the first calls first, then the checks
     assert {c.split()[0] for c in checks} >= {"prop_matches_oracle", "prop_split_invariance", "prop_causality"}
+
+
+def test_precompile_plans_the_calls_a_check_derives(tmp_path, monkeypatch):
+    """A check's derived calls (here the split sequences of split invariance) are planned as well: their
+    shapes are specializations the plain call does not compile."""
+    import sys
+    import pytest
+    from kernels.peers.sources import PeerSourceMissing, unpack_wheel
+    from ssdcheck_plugin.warmup import forward_checks
+    pytest.importorskip("cuda.tile")
+    try:
+        monkeypatch.syspath_prepend(unpack_wheel("tilegym", tmp_path))
+    except PeerSourceMissing as e:
+        pytest.skip(str(e))
+    for k in [k for k in sys.modules if k.split(".")[0] == "tilegym"]:
+        monkeypatch.delitem(sys.modules, k)
+    prop, p = next((prop, p) for _, prop, p in forward_checks("tilegym") if prop == "prop_split_invariance")
+    call, line = prime.plan_one(("tilegym", ("call", p)))
+    check, check_line = prime.plan_one(("tilegym", ("check", prop, p)))
+    assert line.endswith(f"1 calls, {len(call)} compiles") and len(call) > 0
+    assert set(call) < set(check), check_line              # the plain call's compiles, and the splits'
+    assert int(check_line.split(": ")[1].split()[0]) > 1   # more than one call recorded
+
+
+def test_precompile_is_refused_by_name_for_an_implementation_without_a_plan(capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        prime.main(["--impl", "mamba-ssm", "--precompile", "--list"])
+    assert "--precompile: mamba-ssm declares no KernelInfo.precompile" in capsys.readouterr().err
