@@ -24,11 +24,12 @@ workers held every test meanwhile (lab/reports/2026-12-07-shipped-fills-and-peer
 With --precompile, before any of that, an implementation that declares KernelInfo.precompile
 (cutile, TileGym) has every compile of those calls and checks built at once, each once, one process
 per core, into the shared cuTile cache. TileGym's search launches its candidates one after another,
-and its chunk-128 output kernel takes 20-40 s a compile (seen on a 2-core CPU host: 18.7-40.1 s for
-six of them), so one process searching one such shape compiles for half an hour, while the whole
-triage battery's ~1,000 distinct candidates (128 of them that kernel) divide over every core.
-The calls a check derives (splits, batches, packed sequences) are found on the CPU: the check runs
-with the implementation's calls recorded and torch-ref answering them (recorded_checks).
+and its chunk-128 output kernel takes a median of 24 s a compile (10 sampled on a 2-core CPU machine,
+lab/scripts/precompile_cost.py), so one process searching one such shape compiles for about half an
+hour, while the distinct candidates of all its calls and checks (2,365; 384 of them that kernel)
+divide over every core. The calls a check derives (splits, batches, packed sequences) are found on
+the CPU: the check runs with the implementation's calls planned and torch-ref answering them
+(plan_one).
 
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl vllm   # a CUDA GPU, the peer
     TRITON_CACHE_AUTOTUNING=1 python3 lab/scripts/gpu_autotune_prime.py --impl mamba-ssm --menu
