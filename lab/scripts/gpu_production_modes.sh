@@ -88,6 +88,8 @@ case "$PART" in
   fill|prime)
     export TOTAL_S=${TOTAL_S:-420}
     export CUDA_TILE_CACHE_DIR=${CUDA_TILE_CACHE_DIR:-/tmp/ssdcheck-cutile-cache}   # as gpu_peers.sh: the prime fills it
+    # cuTile evicts past 2 GiB by default; TileGym's prime alone writes more (a chunk-128 output cubin is ~4.4 MB)
+    export CUDA_TILE_CACHE_SIZE=${CUDA_TILE_CACHE_SIZE:-17179869184}
     if [ -n "${TILEGYM_TUNING:-}" ]; then
       mkdir -p "$DEST/tilegym-tuning"
       tg_base=$(basename "$TILEGYM_TUNING" .json)
