@@ -157,10 +157,12 @@ def precompile(name: str, todo: list, processes: int, arch: str, build: bool = T
         if not build:
             return distinct
         t, errors, seconds = time.monotonic(), [], 0.0
-        for s, error in pool.imap_unordered(build_one, [(name, j, arch) for j in distinct]):
+        for done, (s, error) in enumerate(pool.imap_unordered(build_one, [(name, j, arch) for j in distinct]), 1):
             seconds += s
             if error:
                 errors.append(error)
+            if done % 100 == 0:       # a run cut by its time limit still says how far it got
+                print(f"{name}: built {done} of {len(distinct)} in {time.monotonic() - t:.0f} s", flush=True)
     print(f"{name}: built {len(distinct) - len(errors)} of {len(distinct)} compiles in {time.monotonic() - t:.1f} s "
           f"({seconds:.0f} s of compiling, {processes} at once)" + (f"; errors: {errors[:3]}" if errors else ""), flush=True)
     return distinct
