@@ -141,11 +141,18 @@ def build_one(job: tuple) -> tuple[float, str | None]:
     return time.monotonic() - t, None
 
 
+def one_torch_thread() -> None:
+    """A pool process's initializer: one CPU thread for torch, as conftest.py gives each xdist worker
+    (the planning processes run torch-ref and the oracles side by side; torch's pool thrashes otherwise)."""
+    import torch
+    torch.set_num_threads(1)
+
+
 def precompile(name: str, todo: list, processes: int, arch: str, build: bool = True) -> list:
     """Plan every call of `todo`, then (build) build each distinct compile once for `arch`, `processes` at
     once; prints what it did and returns the distinct jobs."""
     t = time.monotonic()
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+    with multiprocessing.get_context("spawn").Pool(processes, initializer=one_torch_thread) as pool:
         planned = []
         for found, line in pool.imap(plan_one, [(name, j) for j in todo]):
             planned += found
