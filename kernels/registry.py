@@ -187,6 +187,10 @@ class KernelInfo:
     # a path only a switch selects). Reports sum it over workers. None: no paths to show.
     coverage: Callable | None = None
     precompile: Precompile | None = None    # None: nothing to compile ahead (Precompile)
+    # GPU draws explore a new compile class in 1 of this many (properties/strategies.py); 0: they stay in
+    # the triage battery's classes (a peer whose every new class costs minutes of compiles before its
+    # first answer); None: EXPLORE_ONE_IN (1 in 8).
+    explore_one_in: int | None = None
 
     def __post_init__(self):
         unknown = set(self.options) - ALL_OPTIONS - EXTENSIONS
@@ -213,6 +217,9 @@ class KernelInfo:
                 raise ValueError(f"KernelInfo({self.name!r}).backward: expected a Backward or None, "
                                  f"got {type(self.backward).__name__}")
             self.backward.check(self.name, self.options)
+        if self.explore_one_in is not None and (type(self.explore_one_in) is not int or self.explore_one_in < 0):
+            raise ValueError(f"KernelInfo({self.name!r}).explore_one_in: expected None or an int >= 0, "
+                             f"got {self.explore_one_in!r}")
         if self.exp not in EXPS:
             raise ValueError(f"KernelInfo({self.name!r}).exp: expected one of {EXPS}, got {self.exp!r}")
 

@@ -75,15 +75,17 @@ CLASS_ATTEMPTS = 4   # sizes drawn to find one in the anchor's class before taki
 
 @st.composite
 def ssd_problems(draw, info, *, gpu: bool = False, max_seqlen: int | None = None, regime: str | None = None,
-                 dtype: str | None = None, explore_one_in: int = EXPLORE_ONE_IN, large_first: bool = True):
+                 dtype: str | None = None, explore_one_in: int | None = None, large_first: bool = True):
     """An SSDProblem that `info` declares it supports (see `_ssd_problems`), drawn compile-aware when
     `info` declares what costs it a compile and the draw is for the GPU: one draw in `explore_one_in`
-    explores a new class. `large_first`: whether the anchors include the battery's large first problem
-    (triage.battery)."""
+    (None: the implementation's KernelInfo.explore_one_in, else EXPLORE_ONE_IN; 0: none) explores a new
+    class. `large_first`: whether the anchors include the battery's large first problem (triage.battery)."""
     if PINNED is not None:
         return PINNED
     long = max_seqlen is not None and max_seqlen > 8192
-    if not gpu or info.compile_key is None or long or draw(st.integers(0, explore_one_in - 1)) == explore_one_in - 1:
+    n = info.explore_one_in if explore_one_in is None else explore_one_in
+    n = EXPLORE_ONE_IN if n is None else n
+    if not gpu or info.compile_key is None or long or (n > 0 and draw(st.integers(0, n - 1)) == n - 1):
         return draw(_ssd_problems(info, gpu=gpu, max_seqlen=max_seqlen, regime=regime, dtype=dtype))
     anchor = draw(st.sampled_from(triage.battery(info, gpu, dtype if regime == "model" else None, regime,
                                                  large_first=large_first)))

@@ -333,6 +333,11 @@ INFO = KernelInfo(
     matmul="tf32",
     compile_key=compile_key,
     precompile=Precompile(plan=_precompile_plan, build=_precompile_build),
+    # as shipped, a new compile class is a search that compiles each of its candidates (64 for the chunk-128
+    # output kernel, a median 24 s each on a 2-core CPU: lab/scripts/precompile_cost.py) one after another
+    # before its first answer, so drawn examples stay in the battery's classes, whose candidates the prime
+    # builds on every core; tilegym-first-config (one config a class) explores new classes
+    explore_one_in=0,
     bitwise_batch_invariant=False,
     deterministic=True,
     deviations=(ZERO_DT_DDT,),
@@ -348,7 +353,7 @@ INFO = KernelInfo(
         notes="mamba2_chunk_backward; state gradients and dCB in the input dtype; atomic group sums of dB/dC"),
 )
 
-FIRST_CONFIG = INFO.replace(name="tilegym-first-config", fn=tilegym_first_config_forward,
+FIRST_CONFIG = INFO.replace(name="tilegym-first-config", fn=tilegym_first_config_forward, explore_one_in=None,
                             precompile=Precompile(plan=_precompile_plan_first_config, build=_precompile_build),
                             notes=INFO.notes + "; TILEGYM_DISABLE_AUTOTUNE=1 (first config of each search space)")
 
