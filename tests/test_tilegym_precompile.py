@@ -69,6 +69,29 @@ def test_the_plan_holds_every_candidate_of_each_search(tg):
     assert len(set(jobs)) == len(jobs)
 
 
+class _Recorded:
+    """A tilegym_tuning.Tuning stand-in that records `config` for every search (usable: `usable`)."""
+    def __init__(self, config: dict, usable: bool = True):
+        self.entries = type("Any", (), {"get": lambda _, sig: {"signature": sig, "config": config}})()
+        self._usable = usable
+
+    def usable(self, entry) -> bool:
+        return self._usable
+
+
+def test_a_recorded_search_plans_its_chosen_candidate_only(tg):
+    """A search the tuning file records is not run on the GPU: its chosen config is the one compile."""
+    from kernels.peers import tilegym_precompile
+    _, _, M = tg
+    args, kwargs = __import__("kernels.peers.tilegym", fromlist=["_peer_args"])._peer_args(**_inputs())
+    chosen = vars(list(M._compute_out_swap_configs(64, 64))[2])   # matches no cumsum or state config
+    jobs = tilegym_precompile.plan(M, args, kwargs, _Recorded(chosen))
+    assert _counts(jobs) == {"chunk_cumsum_kernel": 10, "fwd_pass_state_kernel": 24, "compute_out_swap_kernel": 1}
+    assert jobs[-1] in tilegym_precompile.plan(M, args, kwargs)
+    unusable = tilegym_precompile.plan(M, args, kwargs, _Recorded(chosen, usable=False))   # another GPU's
+    assert _counts(unusable)["compute_out_swap_kernel"] == 54
+
+
 def test_the_first_config_plan_is_the_first_candidate_of_each_search(tg):
     pre, first_config, _ = tg
     first = first_config.plan(**_inputs())

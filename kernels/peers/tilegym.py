@@ -303,7 +303,22 @@ def _precompile_plan(autotune_on: bool = True, **kwargs):
     from kernels.peers import tilegym_precompile  # noqa: PLC0415 (cuda.tile and TileGym load only here)
     args, peer_kwargs = _peer_args(**kwargs)
     with autotune(autotune_on):   # a planning process never installs a tuning file (_load): that asks the GPU
-        return tilegym_precompile.plan(_peer_module(), args, peer_kwargs)
+        return tilegym_precompile.plan(_peer_module(), args, peer_kwargs, _planning_tuning() if autotune_on else None)
+
+
+def _planning_tuning():
+    """The tuning file the GPU calls will read ($SSDCHECK_TILEGYM_TUNING), for this host's GPU model, or
+    None (no file, or no GPU to name): a search it records compiles one candidate, not all."""
+    path = os.environ.get(TUNING_ENV)
+    if not path or not torch.cuda.is_available():
+        return None
+    import importlib.metadata
+    from kernels.peers import tilegym_tuning  # noqa: PLC0415
+    try:
+        version = importlib.metadata.version("tilegym")
+    except importlib.metadata.PackageNotFoundError:   # a peer imported from a source tree, as install()
+        version = None
+    return tilegym_tuning.Tuning(path, torch.cuda.get_device_name(), version)
 
 
 def _precompile_plan_first_config(**kwargs):

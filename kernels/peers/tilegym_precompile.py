@@ -45,15 +45,22 @@ def _hints(kernel) -> tuple:
 
 
 @contextlib.contextmanager
-def _recorded(module, seen: list):
+def _recorded(module, seen: list, tuning=None):
     """TileGym's module with each exhaustive_search and ct.launch appending (kernel, args) to `seen`
-    (a search: every candidate, in order, and it picks the first) and its CUDA queries stubbed; its
-    tuning caches empty meanwhile, so every search of the call is seen. Not thread-safe: it swaps
-    module attributes."""
+    (a search: every candidate, in order, and it picks the first; a search `tuning` (a
+    tilegym_tuning.Tuning) holds a usable choice for: that candidate alone, as the GPU run takes it
+    without searching) and its CUDA queries stubbed; its tuning caches empty meanwhile, so every search
+    of the call is seen. Not thread-safe: it swaps module attributes."""
     import cuda.tile as ct
+    from kernels.peers.tilegym_tuning import signature
+    names = {id(v): k for k, v in vars(module).items()}
 
     def search(configs, stream, grid_fn, kernel, args_fn, hints_fn=None, *more, **kw):
         configs = list(configs)
+        entry = None if tuning is None else tuning.entries.get(
+            signature(names.get(id(kernel), type(kernel).__name__), args_fn(configs[0])))
+        if entry is not None and tuning.usable(entry):
+            configs = [c for c in configs if vars(c) == entry["config"]] or configs
         for cfg in configs:
             base = kernel if isinstance(kernel, ct.kernel) else kernel(cfg)
             seen.append((base.replace_hints(**(hints_fn(cfg) if hints_fn else {})), args_fn(cfg)))
@@ -76,13 +83,14 @@ def _recorded(module, seen: list):
             getattr(module, k).update(v)
 
 
-def plan(module, args: tuple, kwargs: dict) -> list[tuple[str, tuple, str]]:
+def plan(module, args: tuple, kwargs: dict, tuning=None) -> list[tuple[str, tuple, str]]:
     """The compiles module.mamba2_chunk_forward(*args, **kwargs) makes (CPU tensors), each once, in launch
-    order: (kernel attribute name, compiler hints, JIT kernel symbol)."""
+    order: (kernel attribute name, compiler hints, JIT kernel symbol); a search `tuning` recorded costs
+    its chosen candidate only."""
     from cuda.tile.compilation import mangle_kernel_name
     from kernels.cutile.precompile import launch_signature
     seen: list = []
-    with _recorded(module, seen):
+    with _recorded(module, seen, tuning):
         module.mamba2_chunk_forward(*args, **kwargs)
     jobs = []
     for kernel, launch_args in seen:
