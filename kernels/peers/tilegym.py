@@ -85,6 +85,7 @@ from kernels.registry import (Backward, Deviation, KernelInfo, Precompile, Unsup
 
 PEER_MODULE = "tilegym.ops.cutile.mamba2"
 TUNING_ENV = "SSDCHECK_TILEGYM_TUNING"   # a tuning file: TileGym's search runs once per shape across runs
+PLAN_GPU_ENV = "SSDCHECK_TILEGYM_PLAN_GPU"   # a precompile plan off the GPU: the GPU model whose recorded searches it reads
 NHEADS_MULTIPLE_OF = 4
 _peer_fn = None
 
@@ -307,10 +308,11 @@ def _precompile_plan(autotune_on: bool = True, **kwargs):
 
 
 def _planning_tuning():
-    """The tuning file the GPU calls will read ($SSDCHECK_TILEGYM_TUNING), for this host's GPU model, or
-    None (no file, or no GPU to name): a search it records compiles one candidate, not all."""
-    path = os.environ.get(TUNING_ENV)
-    if not path or not torch.cuda.is_available():
+    """The tuning file the GPU calls will read ($SSDCHECK_TILEGYM_TUNING), for this host's GPU model (or
+    $SSDCHECK_TILEGYM_PLAN_GPU's), or None (no file, or no GPU to name): a search it records compiles one
+    candidate, not all."""
+    path, gpu = os.environ.get(TUNING_ENV), os.environ.get(PLAN_GPU_ENV)
+    if not path or not (gpu or torch.cuda.is_available()):
         return None
     import importlib.metadata
     from kernels.peers import tilegym_tuning  # noqa: PLC0415
@@ -318,7 +320,7 @@ def _planning_tuning():
         version = importlib.metadata.version("tilegym")
     except importlib.metadata.PackageNotFoundError:   # a peer imported from a source tree, as install()
         version = None
-    return tilegym_tuning.Tuning(path, torch.cuda.get_device_name(), version)
+    return tilegym_tuning.Tuning(path, gpu or torch.cuda.get_device_name(), version)
 
 
 def _precompile_plan_first_config(**kwargs):

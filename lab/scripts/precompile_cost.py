@@ -1,10 +1,13 @@
 """usage: python3 lab/scripts/precompile_cost.py [--impl tilegym] [--checks] [--menu] [--per-kernel 10] [--jobs 2]
+                                                [--gpu-name NAME --plan-only]
 
 What a `gpu_autotune_prime.py --precompile` build costs, measured on this machine without a GPU: it plans
 the prime's calls (and with --checks its battery checks) as the prime does, then compiles a sample of
 the distinct jobs (`--per-kernel` of each kernel, drawn with a fixed seed; cuTile's cache off, so each
 one runs tileiras) and prints, per kernel, the distinct count, the sampled seconds, and their mean times
 the count: the core-seconds the whole build takes here. Divide by a host's cores for its wall time.
+With $SSDCHECK_TILEGYM_TUNING and --gpu-name (e.g. "NVIDIA H100 80GB HBM3") the plan reads that GPU's
+recorded searches, as the prime on such a host does; --plan-only stops after the plan's counts.
 
 TileGym comes from the environment or, if absent, from its wheel in $SSDCHECK_PEERS_DIR.
 """
@@ -49,13 +52,19 @@ def main(argv=None) -> int:
     ap.add_argument("--menu", action="store_true")
     ap.add_argument("--per-kernel", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--gpu-name", help="plan as on this GPU model (its recorded TileGym searches)")
+    ap.add_argument("--plan-only", action="store_true", help="print the plan's counts and stop")
     args = ap.parse_args(argv)
+    if args.gpu_name:
+        os.environ["SSDCHECK_TILEGYM_PLAN_GPU"] = args.gpu_name   # read by the spawned planning processes
     os.environ["CUDA_TILE_CACHE_DIR"] = "off"    # each sampled compile runs tileiras
     if args.impl.startswith("tilegym"):
         _tilegym_on_path()
     import gpu_autotune_prime as prime
     distinct = prime.precompile(args.impl, prime.jobs_of(args.impl, args.menu, args.checks), args.jobs, "sm_90",
                                 build=False)
+    if args.plan_only:
+        return 0
     by: dict[str, list] = {}
     for job in distinct:
         by.setdefault(job[0], []).append(job)
