@@ -70,25 +70,32 @@ def test_the_plan_holds_every_candidate_of_each_search(tg):
 
 
 class _Recorded:
-    """A tilegym_tuning.Tuning stand-in that records `config` for every search (usable: `usable`)."""
-    def __init__(self, config: dict, usable: bool = True):
-        self.entries = type("Any", (), {"get": lambda _, sig: {"signature": sig, "config": config}})()
-        self._usable = usable
+    """Recorded entries that name `config` for every search, tuned on `device` (read by a real Tuning)."""
+    def __init__(self, config: dict, device: str):
+        self.config, self.device = config, device
 
-    def usable(self, entry) -> bool:
-        return self._usable
+    def get(self, sig):
+        return {"signature": sig, "config": self.config, "device": self.device, "tilegym": "1.5.1"}
+
+
+def _tuning(config: dict, device: str):
+    from kernels.peers.tilegym_tuning import Tuning
+    tuning = Tuning("/nonexistent/tuning.json", "NVIDIA H100 80GB HBM3", "1.5.1")
+    tuning.entries = _Recorded(config, device)
+    return tuning
 
 
 def test_a_recorded_search_plans_its_chosen_candidate_only(tg):
     """A search the tuning file records is not run on the GPU: its chosen config is the one compile."""
     from kernels.peers import tilegym_precompile
+    from kernels.peers.tilegym import _peer_args
     _, _, M = tg
-    args, kwargs = __import__("kernels.peers.tilegym", fromlist=["_peer_args"])._peer_args(**_inputs())
+    args, kwargs = _peer_args(**_inputs())
     chosen = vars(list(M._compute_out_swap_configs(64, 64))[2])   # matches no cumsum or state config
-    jobs = tilegym_precompile.plan(M, args, kwargs, _Recorded(chosen))
+    jobs = tilegym_precompile.plan(M, args, kwargs, _tuning(chosen, "NVIDIA H100 80GB HBM3"))
     assert _counts(jobs) == {"chunk_cumsum_kernel": 10, "fwd_pass_state_kernel": 24, "compute_out_swap_kernel": 1}
     assert jobs[-1] in tilegym_precompile.plan(M, args, kwargs)
-    unusable = tilegym_precompile.plan(M, args, kwargs, _Recorded(chosen, usable=False))   # another GPU's
+    unusable = tilegym_precompile.plan(M, args, kwargs, _tuning(chosen, "NVIDIA H200"))   # another GPU's choice
     assert _counts(unusable)["compute_out_swap_kernel"] == 54
 
 

@@ -314,13 +314,8 @@ def _planning_tuning():
     path, gpu = os.environ.get(TUNING_ENV), os.environ.get(PLAN_GPU_ENV)
     if not path or not (gpu or torch.cuda.is_available()):
         return None
-    import importlib.metadata
     from kernels.peers import tilegym_tuning  # noqa: PLC0415
-    try:
-        version = importlib.metadata.version("tilegym")
-    except importlib.metadata.PackageNotFoundError:   # a peer imported from a source tree, as install()
-        version = None
-    return tilegym_tuning.Tuning(path, gpu or torch.cuda.get_device_name(), version)
+    return tilegym_tuning.Tuning(path, gpu or torch.cuda.get_device_name(), tilegym_tuning.installed_version())
 
 
 def _precompile_plan_first_config(**kwargs):

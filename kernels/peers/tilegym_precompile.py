@@ -52,15 +52,14 @@ def _recorded(module, seen: list, tuning=None):
     without searching) and its CUDA queries stubbed; its tuning caches empty meanwhile, so every search
     of the call is seen. Not thread-safe: it swaps module attributes."""
     import cuda.tile as ct
-    from kernels.peers.tilegym_tuning import signature
-    names = {id(v): k for k, v in vars(module).items()}
+    from kernels.peers.tilegym_tuning import kernel_names
+    name_of = kernel_names(module)
 
     def search(configs, stream, grid_fn, kernel, args_fn, hints_fn=None, *more, **kw):
         configs = list(configs)
-        entry = None if tuning is None else tuning.entries.get(
-            signature(names.get(id(kernel), type(kernel).__name__), args_fn(configs[0])))
-        if entry is not None and tuning.usable(entry):
-            configs = [c for c in configs if vars(c) == entry["config"]] or configs
+        chosen = None if tuning is None else tuning.recorded(name_of(kernel), configs, args_fn)
+        if chosen is not None:
+            configs = [chosen]
         for cfg in configs:
             base = kernel if isinstance(kernel, ct.kernel) else kernel(cfg)
             seen.append((base.replace_hints(**(hints_fn(cfg) if hints_fn else {})), args_fn(cfg)))

@@ -81,16 +81,21 @@ class Tuning:
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
         os.replace(tmp, self.save_path)
 
+    def recorded(self, kernel_name: str, configs: list, args_fn):
+        """The candidate of `configs` a usable recorded choice names for this search, or None."""
+        entry = self.entries.get(signature(kernel_name, args_fn(configs[0])))
+        if entry is not None and self.usable(entry):
+            return next((c for c in configs if vars(c) == entry["config"]), None)
+        return None
+
     def search(self, real, kernel_name: str, configs, stream, grid_fn, kernel, args_fn, hints_fn):
         """real(configs, stream, grid_fn, kernel, args_fn, hints_fn) (exhaustive_search), recorded."""
         configs = list(configs)
+        chosen = self.recorded(kernel_name, configs, args_fn)
+        if chosen is not None:
+            self.events.append({"kind": "recorded", "kernel": kernel_name, "seconds": 0.0})
+            return SimpleNamespace(best=SimpleNamespace(config=chosen))
         sig = signature(kernel_name, args_fn(configs[0]))
-        entry = self.entries.get(sig)
-        if entry is not None and self.usable(entry):
-            for c in configs:
-                if vars(c) == entry["config"]:
-                    self.events.append({"kind": "recorded", "kernel": kernel_name, "seconds": 0.0})
-                    return SimpleNamespace(best=SimpleNamespace(config=c))
         t = time.monotonic()
         result = real(configs, stream, grid_fn, kernel, args_fn, hints_fn)
         seconds = round(time.monotonic() - t, 2)
@@ -116,22 +121,31 @@ def install(path: str | os.PathLike, module=None, device: str | None = None, ver
     if device is None:
         import torch
         device = torch.cuda.get_device_name()
-    if version is None:
-        import importlib.metadata
-        try:
-            version = importlib.metadata.version("tilegym")
-        except importlib.metadata.PackageNotFoundError:   # a peer imported from a source tree
-            version = None
-    tuning = Tuning(path, device, version, writer)
+    tuning = Tuning(path, device, installed_version() if version is None else version, writer)
     real = getattr(module, "exhaustive_search")
     real = getattr(real, "__wrapped__", real)          # installing twice wraps the real search once
-    names = {id(v): k for k, v in vars(module).items()}
+    name_of = kernel_names(module)
 
     def exhaustive_search(configs, stream, grid_fn, kernel, args_fn, hints_fn, *more, **kw):
-        name = names.get(id(kernel), type(kernel).__name__)
+        name = name_of(kernel)
         return tuning.search(lambda *a: real(*a, *more, **kw), name, configs, stream, grid_fn, kernel, args_fn,
                              hints_fn)
 
     exhaustive_search.__wrapped__ = real
     module.exhaustive_search = exhaustive_search
     return tuning
+
+
+def installed_version() -> str | None:
+    """The installed TileGym's version (None for a peer imported from a source tree)."""
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("tilegym")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def kernel_names(module):
+    """kernel -> the name `module` holds it under (a search's kernel_name; its type's name if none)."""
+    names = {id(v): k for k, v in vars(module).items()}
+    return lambda kernel: names.get(id(kernel), type(kernel).__name__)
